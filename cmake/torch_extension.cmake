@@ -1,0 +1,79 @@
+# The torch binding and the Python extension grouped_linear._C. Include and
+# library paths come from the installed torch itself (the same ones
+# torch.utils.cpp_extension uses), which avoids TorchConfig.cmake's CUDA
+# discovery and works for CPU and CUDA builds of torch alike.
+find_package(Python COMPONENTS Interpreter Development.Module REQUIRED)
+
+execute_process(
+  COMMAND "${Python_EXECUTABLE}" -c [=[
+import os, torch
+from torch.utils import cpp_extension as ce
+print('|'.join(ce.include_paths()))
+print(os.path.join(os.path.dirname(torch.__file__), 'lib'))
+print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
+print(1 if torch.version.cuda else 0)
+print(torch.__version__)
+flags = []
+for name in ('COMPILER_TYPE', 'STDLIB', 'BUILD_ABI'):
+    value = getattr(torch._C, '_PYBIND11_' + name, None)
+    if value is not None:
+        flags.append('PYBIND11_%s="%s"' % (name, value))
+print('|'.join(flags) or 'NONE')
+]=]
+  OUTPUT_VARIABLE GL_TORCH_INFO OUTPUT_STRIP_TRAILING_WHITESPACE
+  RESULT_VARIABLE GL_TORCH_RESULT)
+if(NOT GL_TORCH_RESULT EQUAL 0)
+  message(FATAL_ERROR "grouped_linear: could not import torch with ${Python_EXECUTABLE}")
+endif()
+string(REPLACE "\n" ";" GL_TORCH_INFO "${GL_TORCH_INFO}")
+list(GET GL_TORCH_INFO 0 GL_TORCH_INCLUDES)
+list(GET GL_TORCH_INFO 1 GL_TORCH_LIBDIR)
+list(GET GL_TORCH_INFO 2 GL_TORCH_CXX11_ABI)
+list(GET GL_TORCH_INFO 3 GL_TORCH_HAS_CUDA)
+list(GET GL_TORCH_INFO 4 GL_TORCH_VERSION)
+list(GET GL_TORCH_INFO 5 GL_PYBIND_FLAGS)
+string(REPLACE "|" ";" GL_TORCH_INCLUDES "${GL_TORCH_INCLUDES}")
+string(REPLACE "|" ";" GL_PYBIND_FLAGS "${GL_PYBIND_FLAGS}")
+if(GL_PYBIND_FLAGS STREQUAL "NONE")
+  set(GL_PYBIND_FLAGS "")
+endif()
+message(STATUS "grouped_linear: torch ${GL_TORCH_VERSION} (CUDA: ${GL_TORCH_HAS_CUDA})")
+
+set(GL_EXT_SOURCES
+  csrc/torch_binding/tensor_views.cpp
+  csrc/torch_binding/exec_context.cpp
+  csrc/torch_binding/group_splits.cpp
+  csrc/torch_binding/grouped_ops.cpp
+  csrc/torch_binding/autograd_function.cpp
+  csrc/torch_binding/python_module.cpp)
+set(GL_EXT_LIBS c10 torch torch_cpu torch_python)
+set(GL_EXT_WITH_CUDA OFF)
+if(GL_TORCH_HAS_CUDA)
+  if(NOT GL_CUDA_ENABLED)
+    message(FATAL_ERROR "grouped_linear: torch has CUDA but nvcc/cuBLAS were not found")
+  endif()
+  set(GL_EXT_WITH_CUDA ON)
+  list(APPEND GL_EXT_SOURCES csrc/torch_binding/cuda_exec_context.cpp)
+  list(APPEND GL_EXT_LIBS c10_cuda torch_cuda)
+endif()
+
+Python_add_library(_C MODULE WITH_SOABI ${GL_EXT_SOURCES})
+target_include_directories(_C PRIVATE ${GL_TORCH_INCLUDES})
+target_link_directories(_C PRIVATE "${GL_TORCH_LIBDIR}")
+target_link_libraries(_C PRIVATE gl_core ${GL_EXT_LIBS})
+target_compile_definitions(_C PRIVATE TORCH_EXTENSION_NAME=_C TORCH_API_INCLUDE_EXTENSION_H
+                                      _GLIBCXX_USE_CXX11_ABI=${GL_TORCH_CXX11_ABI}
+                                      ${GL_PYBIND_FLAGS})
+target_compile_options(_C PRIVATE -O2 -fvisibility=hidden)
+# torch's headers need C++20 from torch 2.10 on.
+set_target_properties(_C PROPERTIES CXX_STANDARD 20)
+if(GL_EXT_WITH_CUDA)
+  target_compile_definitions(_C PRIVATE GL_WITH_CUDA)
+  target_link_libraries(_C PRIVATE gl_core_cuda CUDA::cudart)
+endif()
+# torch's libraries are found through the torch package next to us at run time
+# (torch is imported first), cuBLAS through its wheel or the toolkit.
+get_property(gl_rpath GLOBAL PROPERTY GL_RUNTIME_LIBRARY_DIRS)
+set_target_properties(_C PROPERTIES INSTALL_RPATH "${GL_TORCH_LIBDIR};${gl_rpath}"
+                                    BUILD_RPATH "${GL_TORCH_LIBDIR};${gl_rpath}")
+install(TARGETS _C LIBRARY DESTINATION grouped_linear)

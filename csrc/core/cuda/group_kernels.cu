@@ -1,0 +1,133 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/group_kernels.h"
+
+namespace grouped_linear::cuda {
+namespace {
+
+struct RowOffsets {
+  int64_t begin[kGroupsPerLaunch + 1];
+};
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v) {
+  return static_cast<float>(v);
+}
+template <>
+__device__ __forceinline__ float to_float<__half>(__half v) {
+  return __half2float(v);
+}
+template <>
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v) {
+  return static_cast<T>(v);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// grid: (column tiles, groups, row slices); block: 256 threads along columns.
+template <typename Out, typename Bias>
+__global__ void fill_bias_rows_kernel(Out* y, int64_t y_stride, const Bias* bias,
+                                      int64_t bias_group_stride, int64_t n, int64_t group0,
+                                      RowOffsets offsets) {
+  const int local = blockIdx.y;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= n) return;
+  const Out value = from_float<Out>(to_float(bias[(group0 + local) * bias_group_stride + col]));
+  for (int64_t row = offsets.begin[local] + blockIdx.z; row < offsets.begin[local + 1];
+       row += gridDim.z)
+    y[row * y_stride + col] = value;
+}
+
+// grid: (column tiles of 32, groups); block: 32 columns x 8 row lanes.
+template <typename In, typename Out>
+__global__ void bias_grad_kernel(const In* dy, int64_t dy_stride, Out* dbias,
+                                 int64_t dbias_group_stride, int64_t n, int64_t group0,
+                                 RowOffsets offsets) {
+  __shared__ float partial[8][33];
+  const int local = blockIdx.y;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  float sum = 0.f;
+  if (col < n) {
+    for (int64_t row = offsets.begin[local] + threadIdx.y; row < offsets.begin[local + 1]; row += 8)
+      sum += to_float(dy[row * dy_stride + col]);
+  }
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < n) {
+    float total = 0.f;
+    for (int lane = 0; lane < 8; ++lane) total += partial[lane][threadIdx.x];
+    dbias[(group0 + local) * dbias_group_stride + col] = from_float<Out>(total);
+  }
+}
+
+RowOffsets pack(const int64_t* row_offsets, int count) {
+  RowOffsets packed{};
+  for (int i = 0; i <= count; ++i) packed.begin[i] = row_offsets[i];
+  return packed;
+}
+
+template <typename Fn>
+void dispatch_float(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: fn(float{}); return;
+    case DType::kFloat16: fn(__half{}); return;
+    case DType::kBFloat16: fn(__nv_bfloat16{}); return;
+    default: GL_CHECK(false, "unsupported dtype ", dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+void launch_fill_bias_rows(const MatrixView& y, const GroupedMatrixView& bias, int64_t group0,
+                           int count, const int64_t* row_offsets, cudaStream_t stream) {
+  if (count == 0 || y.cols == 0 || row_offsets[count] == row_offsets[0]) return;
+  const RowOffsets offsets = pack(row_offsets, count);
+  // Spread long groups over several blocks so a big group does not serialise.
+  const int64_t rows = row_offsets[count] - row_offsets[0];
+  const unsigned slices =
+      static_cast<unsigned>(std::min<int64_t>(64, (rows / count + 31) / 32 + 1));
+  const dim3 grid(static_cast<unsigned>((y.cols + 255) / 256), count, slices);
+  dispatch_float(y.dtype, [&](auto out_tag) {
+    using Out = decltype(out_tag);
+    dispatch_float(bias.dtype, [&](auto bias_tag) {
+      using Bias = decltype(bias_tag);
+      fill_bias_rows_kernel<Out, Bias><<<grid, 256, 0, stream>>>(
+          static_cast<Out*>(y.data), y.row_stride, static_cast<const Bias*>(bias.data),
+          bias.group_stride, y.cols, group0, offsets);
+      GL_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void launch_bias_grad(const MatrixView& dy, const GroupedMatrixView& dbias, int64_t group0,
+                      int count, const int64_t* row_offsets, cudaStream_t stream) {
+  if (count == 0 || dy.cols == 0) return;
+  const RowOffsets offsets = pack(row_offsets, count);
+  const dim3 grid(static_cast<unsigned>((dy.cols + 31) / 32), count);
+  const dim3 block(32, 8);
+  dispatch_float(dy.dtype, [&](auto in_tag) {
+    using In = decltype(in_tag);
+    dispatch_float(dbias.dtype, [&](auto out_tag) {
+      using Out = decltype(out_tag);
+      bias_grad_kernel<In, Out><<<grid, block, 0, stream>>>(
+          static_cast<const In*>(dy.data), dy.row_stride, static_cast<Out*>(dbias.data),
+          dbias.group_stride, dy.cols, group0, offsets);
+      GL_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+}  // namespace grouped_linear::cuda

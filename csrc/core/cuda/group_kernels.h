@@ -1,0 +1,27 @@
+// Small per-group kernels the cuBLAS engine needs around its GEMMs: filling
+// each group's output rows with its bias (the GEMM then adds with beta = 1),
+// and the bias gradient (column sums of each group's rows of dY). One launch
+// covers up to kGroupsPerLaunch groups; row offsets travel as kernel arguments,
+// so host group sizes need no copy to the device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/views.h"
+
+namespace grouped_linear::cuda {
+
+constexpr int kGroupsPerLaunch = 256;
+
+// Y[row, :] = bias[g, :] for every row of every group in [group0, group0 + count).
+// `row_offsets` has count + 1 entries: the first row of each group and the end.
+void launch_fill_bias_rows(const MatrixView& y, const GroupedMatrixView& bias, int64_t group0,
+                           int count, const int64_t* row_offsets, cudaStream_t stream);
+
+// dbias[g, :] = Σ_rows dY_g for every group in [group0, group0 + count).
+void launch_bias_grad(const MatrixView& dy, const GroupedMatrixView& dbias, int64_t group0,
+                      int count, const int64_t* row_offsets, cudaStream_t stream);
+
+}  // namespace grouped_linear::cuda

@@ -1,0 +1,65 @@
+// The three products of a grouped linear layer, declared once. Every engine
+// (CPU reference, cuBLAS, Hopper grouped kernels) implements this interface.
+//
+//   forward  Y_g  = X_g · W_gᵀ (+ b_g)      grouped along M
+//   dgrad    dX_g = dY_g · W_g              grouped along M
+//   wgrad    dW_g = dY_gᵀ · X_g (+= dW_g)   grouped along the reduction dimension
+//            db_g = Σ_rows dY_g             fused with wgrad
+#pragma once
+
+#include "core/allocator.h"
+#include "core/views.h"
+
+namespace grouped_linear {
+
+struct ForwardProblem {
+  MatrixView x;            // [T, K]
+  GroupedMatrixView w;     // [G, N, K]
+  GroupedMatrixView bias;  // [G, 1, N], optional
+  MatrixView y;            // [T, N], written
+  GroupSizes splits;
+};
+
+struct DgradProblem {
+  MatrixView dy;        // [T, N]
+  GroupedMatrixView w;  // [G, N, K]
+  MatrixView dx;        // [T, K], written
+  GroupSizes splits;
+};
+
+struct WgradProblem {
+  MatrixView dy;            // [T, N]
+  MatrixView x;             // [T, K]
+  GroupedMatrixView dw;     // [G, N, K], optional: written, or added to when accumulate
+  bool accumulate = false;  // dW += (main_grad); otherwise dW =
+  GroupedMatrixView dbias;  // [G, 1, N], optional, always written
+  GroupSizes splits;
+};
+
+// Where and how an engine runs: the device, its stream (a cudaStream_t for
+// CUDA, null for the CPU) and the caller's allocator for workspaces.
+struct ExecContext {
+  Device device;
+  void* stream = nullptr;
+  DeviceAllocator* allocator = nullptr;
+};
+
+class GroupedGemmEngine {
+ public:
+  virtual ~GroupedGemmEngine() = default;
+  virtual const char* name() const = 0;
+  virtual void forward(const ForwardProblem& problem, const ExecContext& ctx) = 0;
+  virtual void dgrad(const DgradProblem& problem, const ExecContext& ctx) = 0;
+  virtual void wgrad(const WgradProblem& problem, const ExecContext& ctx) = 0;
+};
+
+// Shape, dtype and device consistency of a problem, checked once before any
+// engine runs. Group sizes on the host are checked too (non-negative, summing
+// to T); an engine that reads device sizes back checks them with
+// validate_group_sizes.
+void validate(const ForwardProblem& problem);
+void validate(const DgradProblem& problem);
+void validate(const WgradProblem& problem);
+void validate_group_sizes(const int64_t* sizes, int64_t num_groups, int64_t total_rows);
+
+}  // namespace grouped_linear

@@ -1,0 +1,135 @@
+#include "torch_binding/autograd_function.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "core/error.h"
+#include "torch_binding/grouped_ops.h"
+
+namespace grouped_linear::torch_binding {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Linear's [N, K] weight is the one-group case of [G, N, K].
+at::Tensor as_grouped_weight(const at::Tensor& weight) {
+  return weight.dim() == 2 ? weight.unsqueeze(0) : weight;
+}
+at::Tensor as_grouped_bias(const at::Tensor& bias) {
+  return bias.defined() && bias.dim() == 1 ? bias.unsqueeze(0) : bias;
+}
+
+at::Tensor output_shape_like(const at::Tensor& rows, const at::Tensor& inp, int64_t cols) {
+  std::vector<int64_t> shape(inp.sizes().begin(), inp.sizes().end());
+  shape.back() = cols;
+  return rows.view(shape);
+}
+
+struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFunction> {
+  // Optional tensors travel as std::optional: torch's C++ Function records
+  // every at::Tensor argument as an input and cannot take an undefined one.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& inp, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& optional_bias,
+                            const std::optional<at::Tensor>& main_grad, const GroupSplits& splits,
+                            const LinearConfig& config) {
+    const at::Tensor bias = optional_bias.has_value() ? *optional_bias : at::Tensor();
+    const at::Tensor w = as_grouped_weight(weight);
+    const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
+    const at::Tensor y = grouped_forward(x, w, as_grouped_bias(bias), splits);
+
+    ctx->save_for_backward({x, weight});
+    if (splits.device.defined())
+      ctx->saved_data["splits_device"] = splits.device;
+    else
+      ctx->saved_data["splits_host"] = splits.host;
+    ctx->saved_data["inp_sizes"] = inp.sizes().vec();
+    ctx->saved_data["fuse_wgrad"] = config.fuse_wgrad_accumulation;
+    if (config.fuse_wgrad_accumulation && main_grad.has_value())
+      ctx->saved_data["main_grad"] = *main_grad;
+    ctx->saved_data["has_bias"] = bias.defined();
+    return output_shape_like(y, inp, w.size(1));
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const at::Tensor& weight = saved[1];
+    const at::Tensor w = as_grouped_weight(weight);
+    const int64_t n = w.size(1);
+
+    GroupSplits splits;
+    auto device_it = ctx->saved_data.find("splits_device");
+    if (device_it != ctx->saved_data.end()) {
+      splits.device = device_it->second.toTensor();
+      splits.num_groups = splits.device.numel();
+    } else {
+      splits = splits_from_host(ctx->saved_data["splits_host"].toIntVector());
+    }
+
+    const at::Tensor dy = as_rows(grad_outputs[0], n, "grad_output", "out_features");
+    at::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) {
+      const auto inp_sizes = ctx->saved_data["inp_sizes"].toIntVector();
+      dx = grouped_dgrad(dy, w, splits).view(inp_sizes);
+    }
+
+    const bool fuse = ctx->saved_data["fuse_wgrad"].toBool();
+    WgradRequest request;
+    request.weight_grad = ctx->needs_input_grad(1);
+    request.bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
+    if (request.weight_grad && fuse && ctx->saved_data.count("main_grad")) {
+      request.accumulate = true;
+      request.grad_weight = as_grouped_weight(ctx->saved_data["main_grad"].toTensor());
+    }
+    if (request.weight_grad || request.bias_grad) {
+      auto grads = grouped_wgrad(dy, x, splits, request);
+      // With fused accumulation the gradient went into main_grad; .grad stays
+      // unset, as Megatron-style optimizers expect.
+      if (request.weight_grad && !fuse) dw = grads.first.view(weight.sizes());
+      if (request.bias_grad) {
+        const at::Tensor& bias_shape_source = grads.second;
+        db = weight.dim() == 2 ? bias_shape_source.view({n}) : bias_shape_source;
+      }
+    }
+    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+void check_main_grad(const at::Tensor& main_grad, const at::Tensor& weight) {
+  GL_CHECK_VALUE(main_grad.defined(),
+                 "fuse_wgrad_accumulation=True needs weight.main_grad: a float32 tensor shaped "
+                 "like weight; set it before the forward");
+  GL_CHECK_VALUE(main_grad.sizes() == weight.sizes(), "main_grad: shape ", main_grad.sizes(),
+                 " does not match weight's ", weight.sizes());
+  GL_CHECK_TYPE(main_grad.scalar_type() == at::kFloat, "main_grad: dtype ",
+                c10::toString(main_grad.scalar_type()), " is not supported; expected float32");
+  GL_CHECK_VALUE(main_grad.device() == weight.device(), "main_grad is on ",
+                 main_grad.device().str(), " but weight is on ", weight.device().str(),
+                 "; expected the same device");
+  GL_CHECK_VALUE(main_grad.is_contiguous(), "main_grad: expected a contiguous tensor");
+}
+
+}  // namespace
+
+at::Tensor grouped_linear(const at::Tensor& inp, const at::Tensor& weight, const at::Tensor& bias,
+                          GroupSplits splits, const at::Tensor& main_grad,
+                          const LinearConfig& config) {
+  // Grad mode is read once; without a graph to build, skip the autograd node.
+  const bool needs_graph =
+      at::GradMode::is_enabled() &&
+      (inp.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  if (needs_graph && config.fuse_wgrad_accumulation && weight.requires_grad())
+    check_main_grad(main_grad, weight);
+  if (!needs_graph) {
+    const at::Tensor w = as_grouped_weight(weight);
+    const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
+    return output_shape_like(grouped_forward(x, w, as_grouped_bias(bias), splits), inp, w.size(1));
+  }
+  const auto optional = [](const at::Tensor& t) {
+    return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+  };
+  return GroupedLinearFunction::apply(inp, weight, optional(bias), optional(main_grad), splits,
+                                      config);
+}
+
+}  // namespace grouped_linear::torch_binding

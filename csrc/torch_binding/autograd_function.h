@@ -1,0 +1,24 @@
+// GroupedLinear's autograd node, in C++: a forward is one Python-to-C++ call
+// and one node; backward runs dgrad and wgrad (bias gradient fused) only for
+// the inputs that need them.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "torch_binding/group_splits.h"
+
+namespace grouped_linear::torch_binding {
+
+// Module options the call needs; built once per module, copied as a struct.
+struct LinearConfig {
+  bool fuse_wgrad_accumulation = false;
+};
+
+// inp [..., K]; weight [G, N, K] (or [N, K] for Linear, one group); bias
+// [G, N] / [N] or undefined; main_grad like weight in float32 when
+// config.fuse_wgrad_accumulation, else undefined. Returns [..., N].
+at::Tensor grouped_linear(const at::Tensor& inp, const at::Tensor& weight, const at::Tensor& bias,
+                          GroupSplits splits, const at::Tensor& main_grad,
+                          const LinearConfig& config);
+
+}  // namespace grouped_linear::torch_binding

@@ -1,0 +1,196 @@
+// grouped_linear._C: the Python face of the binding. Converts Python
+// arguments (m_splits above all) once, then calls the C++ layer.
+#include <torch/extension.h>
+
+#include "core/builtin_engines.h"
+#include "core/engine_registry.h"
+#include "core/error.h"
+#include "torch_binding/autograd_function.h"
+#include "torch_binding/grouped_ops.h"
+#include "torch_binding/tensor_views.h"
+
+namespace py = pybind11;
+
+namespace grouped_linear::torch_binding {
+namespace {
+
+std::string python_repr(py::handle obj) {
+  try {
+    std::string text = py::repr(obj).cast<std::string>();
+    return text.size() > 80 ? text.substr(0, 77) + "..." : text;
+  } catch (const py::error_already_set&) {
+    return "<unprintable>";
+  }
+}
+
+// m_splits: a list/tuple of ints or a 1-D integer tensor. Parsed in C++, so
+// the Python side does the same O(1) work for every number of groups.
+GroupSplits parse_splits(py::handle obj, const at::Tensor& inp) {
+  if (THPVariable_Check(obj.ptr()))
+    return splits_from_tensor(THPVariable_Unpack(obj.ptr()), inp.device());
+  GL_CHECK_TYPE(PyList_Check(obj.ptr()) || PyTuple_Check(obj.ptr()),
+                "m_splits: expected a list or tuple of ints or a 1-D integer tensor, got ",
+                Py_TYPE(obj.ptr())->tp_name);
+  py::sequence seq = py::reinterpret_borrow<py::sequence>(obj);
+  std::vector<int64_t> counts(seq.size());
+  for (size_t i = 0; i < counts.size(); ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(obj.ptr(), i);
+    GL_CHECK_TYPE(!PyBool_Check(item) && PyIndex_Check(item), "m_splits: entry ", i, " is ",
+                  python_repr(item), " (", Py_TYPE(item)->tp_name, "); expected an int");
+    const long long value =
+        PyLong_AsLongLong(py::reinterpret_steal<py::object>(PyNumber_Index(item)).ptr());
+    if (value == -1 && PyErr_Occurred()) throw py::error_already_set();
+    counts[i] = value;
+  }
+  return splits_from_host(std::move(counts));
+}
+
+at::Tensor optional_tensor(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? *t : at::Tensor();
+}
+
+at::Tensor py_grouped_linear(const at::Tensor& inp, const at::Tensor& weight,
+                             const std::optional<at::Tensor>& bias, py::handle m_splits,
+                             const std::optional<at::Tensor>& main_grad,
+                             const LinearConfig& config) {
+  GL_CHECK_VALUE(weight.dim() == 3,
+                 "weight: expected a 3-D [num_gemms, out_features, "
+                 "in_features] tensor, got shape ",
+                 weight.sizes());
+  GroupSplits splits = parse_splits(m_splits, inp);
+  check_split_count(splits, weight.size(0));
+  return grouped_linear(inp, weight, optional_tensor(bias), std::move(splits),
+                        optional_tensor(main_grad), config);
+}
+
+at::Tensor py_linear(const at::Tensor& inp, const at::Tensor& weight,
+                     const std::optional<at::Tensor>& bias,
+                     const std::optional<at::Tensor>& main_grad, const LinearConfig& config) {
+  GL_CHECK_VALUE(weight.dim() == 2,
+                 "weight: expected a 2-D [out_features, in_features] tensor, "
+                 "got shape ",
+                 weight.sizes());
+  GL_CHECK_VALUE(inp.dim() >= 1, "inp: expected at least 1 dimension, got a 0-D tensor");
+  int64_t leading = 1;
+  for (int64_t d = 0; d + 1 < inp.dim(); ++d) leading *= inp.size(d);
+  return grouped_linear(inp, weight, optional_tensor(bias), splits_from_host({leading}),
+                        optional_tensor(main_grad), config);
+}
+
+// Raw products for tests and benchmarks: no autograd, optional outputs so a
+// test can poison them first.
+at::Tensor py_forward(const at::Tensor& x, const at::Tensor& weight,
+                      const std::optional<at::Tensor>& bias, py::handle m_splits,
+                      const std::optional<at::Tensor>& out, const std::string& engine) {
+  GL_CHECK_VALUE(weight.dim() == 3, "weight: expected a 3-D tensor, got shape ", weight.sizes());
+  const at::Tensor rows = as_rows(x, weight.size(2), "inp", "in_features");
+  return grouped_forward(rows, weight, optional_tensor(bias), parse_splits(m_splits, x), out,
+                         engine);
+}
+
+at::Tensor py_dgrad(const at::Tensor& dy, const at::Tensor& weight, py::handle m_splits,
+                    const std::optional<at::Tensor>& out, const std::string& engine) {
+  GL_CHECK_VALUE(weight.dim() == 3, "weight: expected a 3-D tensor, got shape ", weight.sizes());
+  const at::Tensor rows = as_rows(dy, weight.size(1), "grad_output", "out_features");
+  return grouped_dgrad(rows, weight, parse_splits(m_splits, dy), out, engine);
+}
+
+py::tuple py_wgrad(const at::Tensor& dy, const at::Tensor& x, py::handle m_splits,
+                   const std::optional<at::Tensor>& grad_weight, bool accumulate, bool weight_grad,
+                   bool bias_grad, const std::optional<at::Tensor>& grad_bias,
+                   const std::string& engine) {
+  WgradRequest request;
+  request.weight_grad = weight_grad;
+  request.bias_grad = bias_grad;
+  request.accumulate = accumulate;
+  request.grad_weight = optional_tensor(grad_weight);
+  request.grad_bias = optional_tensor(grad_bias);
+  request.engine = engine;
+  auto grads = grouped_wgrad(dy, x, parse_splits(m_splits, x), request);
+  auto to_py = [](const at::Tensor& t) -> py::object {
+    return t.defined() ? py::cast(t) : py::none();
+  };
+  return py::make_tuple(to_py(grads.first), to_py(grads.second));
+}
+
+DeviceType parse_device_type(const std::string& device_type) {
+  if (device_type == "cpu") return DeviceType::kCPU;
+  GL_CHECK_VALUE(device_type == "cuda", "device_type: '", device_type,
+                 "' is not supported; expected 'cpu' or 'cuda'");
+  return DeviceType::kCUDA;
+}
+
+std::string engine_name_for(const at::Device& device) {
+  return engine_for(to_core_device(device)).name();
+}
+
+}  // namespace
+}  // namespace grouped_linear::torch_binding
+
+PYBIND11_MODULE(_C, m) {
+  using namespace grouped_linear;
+  using namespace grouped_linear::torch_binding;
+  m.doc() = "grouped_linear native extension: grouped GEMM engines behind torch ops";
+
+  register_cpu_engines();
+#ifdef GL_WITH_CUDA
+  register_cuda_engines();
+  m.attr("with_cuda") = true;
+#else
+  m.attr("with_cuda") = false;
+#endif
+
+  // Core errors keep their kind: ValueError, TypeError or RuntimeError.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      switch (e.kind()) {
+        case ErrorKind::kValue: PyErr_SetString(PyExc_ValueError, e.what()); return;
+        case ErrorKind::kType: PyErr_SetString(PyExc_TypeError, e.what()); return;
+        case ErrorKind::kRuntime: PyErr_SetString(PyExc_RuntimeError, e.what()); return;
+      }
+    } catch (const c10::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+    } catch (const c10::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+
+  py::class_<LinearConfig>(m, "LinearConfig")
+      .def(py::init([](bool fuse) { return LinearConfig{fuse}; }),
+           py::arg("fuse_wgrad_accumulation") = false)
+      .def_readonly("fuse_wgrad_accumulation", &LinearConfig::fuse_wgrad_accumulation);
+
+  m.def("grouped_linear", &py_grouped_linear, py::arg("inp"), py::arg("weight"), py::arg("bias"),
+        py::arg("m_splits"), py::arg("main_grad"), py::arg("config"),
+        "Differentiable grouped linear: inp [..., K], weight [G, N, K], bias [G, N] or None.");
+  m.def("linear", &py_linear, py::arg("inp"), py::arg("weight"), py::arg("bias"),
+        py::arg("main_grad"), py::arg("config"),
+        "Differentiable linear (one group): inp [..., K], weight [N, K], bias [N] or None.");
+
+  py::module_ ops = m.def_submodule("ops", "The three products without autograd.");
+  ops.def("forward", &py_forward, py::arg("inp"), py::arg("weight"), py::arg("bias"),
+          py::arg("m_splits"), py::kw_only(), py::arg("out") = py::none(), py::arg("engine") = "");
+  ops.def("dgrad", &py_dgrad, py::arg("grad_output"), py::arg("weight"), py::arg("m_splits"),
+          py::kw_only(), py::arg("out") = py::none(), py::arg("engine") = "");
+  ops.def("wgrad", &py_wgrad, py::arg("grad_output"), py::arg("inp"), py::arg("m_splits"),
+          py::kw_only(), py::arg("grad_weight") = py::none(), py::arg("accumulate") = false,
+          py::arg("weight_grad") = true, py::arg("bias_grad") = false,
+          py::arg("grad_bias") = py::none(), py::arg("engine") = "");
+
+  m.def(
+      "engine_names",
+      [](const std::string& device_type) { return engine_names(parse_device_type(device_type)); },
+      py::arg("device_type"));
+  m.def("engine_for", &engine_name_for, py::arg("device"),
+        "Name of the engine that runs problems on this device.");
+  m.def(
+      "set_engine_override",
+      [](const std::string& device_type, const std::string& name) {
+        set_engine_override(parse_device_type(device_type), name);
+      },
+      py::arg("device_type"), py::arg("name"));
+}

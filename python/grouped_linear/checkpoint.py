@@ -1,0 +1,61 @@
+"""Per-expert checkpoint names for the fused [G, N, K] parameters.
+
+GroupedLinear keeps one `weight` [G, N, K] (and one `bias` [G, N]) for speed,
+but its state_dict speaks the common per-expert naming: `weight0` ...
+`weight{G-1}`, `bias0` ... . Loading accepts that naming (and the fused one).
+"""
+
+from typing import List
+
+import torch
+
+_FUSED = ("weight", "bias")
+
+
+def save_per_expert(module, state_dict, prefix, local_metadata):
+    """state_dict post-hook: split each fused parameter into per-expert keys."""
+    for name in _FUSED:
+        key = prefix + name
+        if key not in state_dict:
+            continue
+        fused = state_dict.pop(key)
+        for index, expert in enumerate(fused.unbind(0)):
+            state_dict[f"{key}{index}"] = expert
+
+
+def load_per_expert(module, state_dict, prefix, local_metadata, strict, missing_keys,
+                    unexpected_keys, error_msgs):
+    """load_state_dict pre-hook: stack per-expert keys back into the fused one."""
+    for name in _FUSED:
+        param = getattr(module, name, None)
+        if param is None:
+            continue
+        fused_key = prefix + name
+        expert_keys = [f"{fused_key}{i}" for i in range(module.num_gemms)]
+        present: List[str] = [k for k in expert_keys if k in state_dict]
+        if not present:
+            continue  # the fused key, or nothing: default handling reports it
+        if fused_key in state_dict:
+            error_msgs.append(f"both {fused_key} and per-expert {name}N keys are present; "
+                              "expected one naming")
+            continue
+        if len(present) != len(expert_keys):
+            for key in present:
+                state_dict.pop(key)
+            missing = [k for k in expert_keys if k not in present]
+            error_msgs.append(f"per-expert {name} keys are incomplete: missing {missing[:4]}"
+                              f"{' ...' if len(missing) > 4 else ''}; expected "
+                              f"{name}0..{name}{module.num_gemms - 1}")
+            state_dict[fused_key] = param.detach()  # keeps the module's values
+            continue
+        expected = tuple(param.shape[1:])
+        experts = [state_dict.pop(k) for k in expert_keys]
+        bad = [(k, tuple(t.shape)) for k, t in zip(expert_keys, experts)
+               if tuple(t.shape) != expected]
+        if bad:
+            key, shape = bad[0]
+            error_msgs.append(f"size mismatch for {key}: copying a param with shape {shape} "
+                              f"from checkpoint, the shape in current model is {expected}")
+            state_dict[fused_key] = param.detach()
+            continue
+        state_dict[fused_key] = torch.stack(experts, 0)

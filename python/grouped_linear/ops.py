@@ -1,0 +1,49 @@
+"""The three products of a grouped linear layer, without autograd.
+
+For tests, benchmarks and callers that manage their own backward. Each takes
+`m_splits` as a list/tuple of ints or a 1-D integer tensor, and an optional
+`out` buffer (written, never read) so callers can reuse memory.
+"""
+
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+
+from . import _C
+
+Splits = Union[Sequence[int], torch.Tensor]
+
+
+def forward(inp: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+            m_splits: Splits, *, out: Optional[torch.Tensor] = None,
+            engine: str = "") -> torch.Tensor:
+    """y[T, N] = per group x_g[m_g, K] @ weight[g].T (+ bias[g])."""
+    return _C.ops.forward(inp, weight, bias, m_splits, out=out, engine=engine)
+
+
+def dgrad(grad_output: torch.Tensor, weight: torch.Tensor, m_splits: Splits, *,
+          out: Optional[torch.Tensor] = None, engine: str = "") -> torch.Tensor:
+    """dx[T, K] = per group dy_g[m_g, N] @ weight[g]."""
+    return _C.ops.dgrad(grad_output, weight, m_splits, out=out, engine=engine)
+
+
+def wgrad(grad_output: torch.Tensor, inp: torch.Tensor, m_splits: Splits, *,
+          grad_weight: Optional[torch.Tensor] = None, accumulate: bool = False,
+          weight_grad: bool = True, bias_grad: bool = False,
+          grad_bias: Optional[torch.Tensor] = None,
+          engine: str = "") -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """(dw[G, N, K], db[G, N]): dw[g] = dy_g.T @ x_g (added to grad_weight when
+    accumulate), db[g] = dy_g.sum(0). Either is None when not asked for."""
+    return _C.ops.wgrad(grad_output, inp, m_splits, grad_weight=grad_weight,
+                        accumulate=accumulate, weight_grad=weight_grad, bias_grad=bias_grad,
+                        grad_bias=grad_bias, engine=engine)
+
+
+def set_engine_override(device_type: str, name: str) -> None:
+    """Pin the engine for 'cpu' or 'cuda' by name ('' restores automatic choice)."""
+    _C.set_engine_override(device_type, name)
+
+
+def engine_names(device_type: str):
+    """Engines built for 'cpu' or 'cuda', the default first."""
+    return list(_C.engine_names(device_type))

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One pass on a GPU machine: build (all cores), C++ tests, Python tests, then
+# the benchmark. Logs and the benchmark JSON go to $1 (default: gpu_results/).
+# Sections can be chosen with GL_STEPS (default "build cpp py bench").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+RESULTS=${1:-gpu_results}
+STEPS=${GL_STEPS:-build cpp py bench}
+mkdir -p "$RESULTS"
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+status=0
+step() { [[ " $STEPS " == *" $1 "* ]]; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$RESULTS/gpu.txt" 2>&1 || true
+
+if step build; then
+  start=$(date +%s)
+  scripts/setup.sh > "$RESULTS/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$RESULTS/build.log"; exit 1; }
+  echo "build (package, $CMAKE_BUILD_PARALLEL_LEVEL jobs): $(( $(date +%s) - start )) s" | tee -a "$RESULTS/summary.txt"
+fi
+if step cpp; then
+  start=$(date +%s)
+  { cmake -S . -B build/cpp -G Ninja -DCMAKE_BUILD_TYPE=Release -DGL_BUILD_TESTS=ON &&
+    cmake --build build/cpp && (cd build/cpp && ctest --output-on-failure); } > "$RESULTS/cpp_tests.log" 2>&1 || status=1
+  echo "C++ tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$RESULTS/cpp_tests.log" | tail -1)" | tee -a "$RESULTS/summary.txt"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$RESULTS/cpp_tests.log" | tee -a "$RESULTS/summary.txt"
+fi
+if step py; then
+  "$PY" -m pytest tests/python -q -p no:cacheprovider -rs > "$RESULTS/py_tests.log" 2>&1 || status=1
+  echo "Python tests: $(tail -1 "$RESULTS/py_tests.log")" | tee -a "$RESULTS/summary.txt"
+  grep -E "^(FAILED|ERROR)" "$RESULTS/py_tests.log" | head -30
+fi
+if step bench; then
+  "$PY" -m bench --out "$RESULTS/bench.json" ${GL_BENCH_ARGS:-} > "$RESULTS/bench.log" 2>&1 || status=1
+  tail -60 "$RESULTS/bench.log"
+fi
+exit $status

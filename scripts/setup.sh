@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs what grouped_linear needs to build and test, skipping whatever is
+# already present, then builds and installs the package (incrementally: CMake
+# keeps its build folder under build/).
+#
+#   PYTHON=python3   the interpreter to install into
+#   GL_SKIP_INSTALL=1  only check/install dependencies
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+have_module() { "$PY" -c "import $1" >/dev/null 2>&1; }
+pip_install() { echo "setup: pip install $*"; "$PY" -m pip install -q "$@"; }
+
+have_module torch || pip_install "torch==2.13.0"
+have_module scikit_build_core || pip_install "scikit-build-core>=0.10"
+have_module pytest || pip_install pytest
+have_module numpy || pip_install numpy
+
+cmake_ok() {
+  command -v cmake >/dev/null 2>&1 || return 1
+  local v
+  v=$(cmake --version | head -1 | awk '{print $3}')
+  [ "$(printf '%s\n3.24\n' "$v" | sort -V | head -1)" = "3.24" ]
+}
+cmake_ok || pip_install "cmake>=3.24"
+command -v ninja >/dev/null 2>&1 || pip_install ninja
+
+# nvcc compiles the CUDA engines wherever it exists (CI too, with no GPU);
+# cuBLAS headers come from the toolkit or the nvidia-cublas wheel.
+NVCC=$(command -v nvcc || true)
+[ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
+if [ -n "$NVCC" ]; then
+  cuda_home=$(dirname "$(dirname "$NVCC")")
+  cuda_major=$("$NVCC" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+  if [ ! -f "$cuda_home/include/cublas_v2.h" ] && ! "$PY" - <<PYEOF
+import glob, importlib.util, sys
+spec = importlib.util.find_spec("nvidia")
+dirs = list(spec.submodule_search_locations) if spec else []
+sys.exit(0 if any(glob.glob(d + "/*/include/cublas_v2.h") for d in dirs) else 1)
+PYEOF
+  then
+    if [ "$cuda_major" -ge 13 ]; then pip_install "nvidia-cublas>=13,<14"; else pip_install "nvidia-cublas-cu${cuda_major}"; fi
+  fi
+fi
+
+# GoogleTest sources for the C++ tests of the core.
+if [ ! -f /usr/src/googletest/CMakeLists.txt ] && [ ! -f .deps/googletest/CMakeLists.txt ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "setup: apt-get install googletest"
+    (apt-get update -qq && apt-get install -y -qq googletest) >/dev/null 2>&1 ||
+      echo "setup: googletest could not be installed; the C++ tests will be skipped"
+  fi
+fi
+
+[ "${GL_SKIP_INSTALL:-0}" = 1 ] && exit 0
+echo "setup: building and installing grouped_linear"
+"$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | grep -v "Running pip as the 'root' user" || true
+"$PY" -c "import grouped_linear as gl; print('setup: grouped_linear', gl.__version__, '| CUDA engines:', gl.with_cuda)"
