@@ -77,3 +77,12 @@ get_property(gl_rpath GLOBAL PROPERTY GL_RUNTIME_LIBRARY_DIRS)
 set_target_properties(_C PROPERTIES INSTALL_RPATH "${GL_TORCH_LIBDIR};${gl_rpath}"
                                     BUILD_RPATH "${GL_TORCH_LIBDIR};${gl_rpath}")
 install(TARGETS _C LIBRARY DESTINATION grouped_linear)
+
+# A CPU build of torch cannot call the CUDA engines: skip building them for
+# the extension (the C++ test build still compiles them).
+if(NOT GL_EXT_WITH_CUDA AND NOT GL_BUILD_TESTS AND TARGET gl_core_cuda)
+  set_target_properties(gl_core_cuda PROPERTIES EXCLUDE_FROM_ALL TRUE)
+  if(TARGET gl_sm90_kernels)
+    set_target_properties(gl_sm90_kernels PROPERTIES EXCLUDE_FROM_ALL TRUE)
+  endif()
+endif()

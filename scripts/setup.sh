@@ -42,6 +42,10 @@ PYEOF
   then
     if [ "$cuda_major" -ge 13 ]; then pip_install "nvidia-cublas>=13,<14"; else pip_install "nvidia-cublas-cu${cuda_major}"; fi
   fi
+  # CUTLASS headers for the Hopper grouped engine (pinned; headers only, so no deps).
+  if [ ! -f .deps/cutlass/include/cute/tensor.hpp ] && ! have_module cutlass_library; then
+    pip_install --no-deps "nvidia-cutlass==4.2.0.0"
+  fi
 fi
 
 # GoogleTest sources for the C++ tests of the core.

@@ -52,12 +52,14 @@ GroupedGemmEngine& engine_for(const Device& device, const std::string& requested
     GroupedGemmEngine* engine = find(engines, name);
     GL_CHECK_VALUE(engine != nullptr, "engine: '", name, "' is not available for ",
                    device_type_name(device.type), "; expected one of: ", join_names(engines));
+    GL_CHECK_VALUE(engine->available(device), "engine: '", name, "' does not run on ",
+                   device_type_name(device.type), ":", device.index);
     return *engine;
   }
-  GL_CHECK_VALUE(!engines.empty(), "no grouped GEMM engine is built for ",
-                 device_type_name(device.type),
+  for (GroupedGemmEngine* engine : engines)
+    if (engine->available(device)) return *engine;
+  GL_CHECK_VALUE(false, "no grouped GEMM engine is built for ", device_type_name(device.type),
                  " tensors; rebuild grouped_linear with CUDA to use CUDA tensors");
-  return *engines.front();
 }
 
 void set_engine_override(DeviceType device_type, const std::string& name) {

@@ -1,6 +1,6 @@
 // Which engine runs a problem. Engines register per device type; the first
-// registered for a device type is its default, and a caller (tests, the
-// benchmark) may ask for one by name.
+// registered that is available on the device is its default, and a caller
+// (tests, the benchmark) may ask for one by name.
 #pragma once
 
 #include <string>

@@ -48,6 +48,8 @@ class GroupedGemmEngine {
  public:
   virtual ~GroupedGemmEngine() = default;
   virtual const char* name() const = 0;
+  // Whether the engine runs on this device at all (e.g. Hopper-only kernels).
+  virtual bool available(const Device& /*device*/) const { return true; }
   virtual void forward(const ForwardProblem& problem, const ExecContext& ctx) = 0;
   virtual void dgrad(const DgradProblem& problem, const ExecContext& ctx) = 0;
   virtual void wgrad(const WgradProblem& problem, const ExecContext& ctx) = 0;

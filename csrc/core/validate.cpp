@@ -1,5 +1,7 @@
 // Checks shared by every engine, so that each engine may assume a consistent
 // problem and bad input fails before anything is written.
+#include <string>
+
 #include "core/error.h"
 #include "core/grouped_gemm.h"
 
@@ -62,13 +64,15 @@ void check_splits(const GroupSizes& splits, int64_t groups, int64_t total_rows) 
 }  // namespace
 
 void validate_group_sizes(const int64_t* sizes, int64_t num_groups, int64_t total_rows) {
-  int64_t sum = 0;
-  for (int64_t g = 0; g < num_groups; ++g) {
+  for (int64_t g = 0; g < num_groups; ++g)
     GL_CHECK_VALUE(sizes[g] >= 0, "m_splits: entry ", g, " is ", sizes[g],
                    "; expected a non-negative row count");
-    sum += sizes[g];
-  }
-  GL_CHECK_VALUE(sum == total_rows, "m_splits: sums to ", sum,
+  int64_t sum = 0;
+  bool overflow = false;
+  for (int64_t g = 0; g < num_groups && !overflow; ++g)
+    overflow = __builtin_add_overflow(sum, sizes[g], &sum);  // huge entries must not wrap to T
+  GL_CHECK_VALUE(!overflow && sum == total_rows, "m_splits: sums to ",
+                 overflow ? std::string("more than 2^63") : std::to_string(sum),
                  "; expected the number of input rows (", total_rows, ")");
 }
 

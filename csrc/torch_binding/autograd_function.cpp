@@ -19,10 +19,17 @@ at::Tensor as_grouped_bias(const at::Tensor& bias) {
   return bias.defined() && bias.dim() == 1 ? bias.unsqueeze(0) : bias;
 }
 
-at::Tensor output_shape_like(const at::Tensor& rows, const at::Tensor& inp, int64_t cols) {
+// The output is allocated in the input's leading shape and the engine writes
+// a 2-D view of it, so the autograd output is a plain tensor (in-place ops on
+// it work) rather than a view.
+at::Tensor forward_into_input_shape(const at::Tensor& inp, const at::Tensor& x,
+                                    const at::Tensor& w, const at::Tensor& bias,
+                                    const GroupSplits& splits) {
   std::vector<int64_t> shape(inp.sizes().begin(), inp.sizes().end());
-  shape.back() = cols;
-  return rows.view(shape);
+  shape.back() = w.size(1);
+  at::Tensor y = at::empty(shape, x.options());
+  grouped_forward(x, w, bias, splits, y.view({x.size(0), w.size(1)}));
+  return y;
 }
 
 struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFunction> {
@@ -35,7 +42,7 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
     const at::Tensor bias = optional_bias.has_value() ? *optional_bias : at::Tensor();
     const at::Tensor w = as_grouped_weight(weight);
     const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
-    const at::Tensor y = grouped_forward(x, w, as_grouped_bias(bias), splits);
+    const at::Tensor y = forward_into_input_shape(inp, x, w, as_grouped_bias(bias), splits);
 
     ctx->save_for_backward({x, weight});
     if (splits.device.defined())
@@ -47,7 +54,7 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
     if (config.fuse_wgrad_accumulation && main_grad.has_value())
       ctx->saved_data["main_grad"] = *main_grad;
     ctx->saved_data["has_bias"] = bias.defined();
-    return output_shape_like(y, inp, w.size(1));
+    return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -123,7 +130,7 @@ at::Tensor grouped_linear(const at::Tensor& inp, const at::Tensor& weight, const
   if (!needs_graph) {
     const at::Tensor w = as_grouped_weight(weight);
     const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
-    return output_shape_like(grouped_forward(x, w, as_grouped_bias(bias), splits), inp, w.size(1));
+    return forward_into_input_shape(inp, x, w, as_grouped_bias(bias), splits);
   }
   const auto optional = [](const at::Tensor& t) {
     return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;

@@ -52,6 +52,8 @@ at::Tensor as_rows(const at::Tensor& t, int64_t cols, const char* arg_name, cons
                  cols_name, " = ", cols);
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
+  // An empty tensor may carry any strides (expand gives zeros): start afresh.
+  if (rows == 0 || cols == 0) return at::empty({rows, cols}, t.options());
   at::Tensor matrix = t.reshape({rows, cols});
   if (cols > 1 && matrix.stride(1) != 1) matrix = matrix.contiguous();
   if (rows > 1 && matrix.stride(0) < cols) matrix = matrix.contiguous();

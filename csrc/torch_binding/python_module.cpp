@@ -37,9 +37,16 @@ GroupSplits parse_splits(py::handle obj, const at::Tensor& inp) {
     PyObject* item = PySequence_Fast_GET_ITEM(obj.ptr(), i);
     GL_CHECK_TYPE(!PyBool_Check(item) && PyIndex_Check(item), "m_splits: entry ", i, " is ",
                   python_repr(item), " (", Py_TYPE(item)->tp_name, "); expected an int");
-    const long long value =
-        PyLong_AsLongLong(py::reinterpret_steal<py::object>(PyNumber_Index(item)).ptr());
-    if (value == -1 && PyErr_Occurred()) throw py::error_already_set();
+        py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(item));
+    if (!index) {
+      PyErr_Clear();  // __index__ raised: report it as a bad entry
+      GL_CHECK_TYPE(false, "m_splits: entry ", i, " is ", python_repr(item),
+                    "; expected an int");
+    }
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+    GL_CHECK_VALUE(overflow == 0, "m_splits: entry ", i, " is ", python_repr(item),
+                   "; expected a row count that fits in int64");
     counts[i] = value;
   }
   return splits_from_host(std::move(counts));
@@ -162,7 +169,10 @@ PYBIND11_MODULE(_C, m) {
   py::class_<LinearConfig>(m, "LinearConfig")
       .def(py::init([](bool fuse) { return LinearConfig{fuse}; }),
            py::arg("fuse_wgrad_accumulation") = false)
-      .def_readonly("fuse_wgrad_accumulation", &LinearConfig::fuse_wgrad_accumulation);
+      .def_readonly("fuse_wgrad_accumulation", &LinearConfig::fuse_wgrad_accumulation)
+      .def(py::pickle(  // modules holding a config can be deep-copied and pickled
+          [](const LinearConfig& c) { return py::make_tuple(c.fuse_wgrad_accumulation); },
+          [](const py::tuple& state) { return LinearConfig{state[0].cast<bool>()}; }));
 
   m.def("grouped_linear", &py_grouped_linear, py::arg("inp"), py::arg("weight"), py::arg("bias"),
         py::arg("m_splits"), py::arg("main_grad"), py::arg("config"),

@@ -26,14 +26,15 @@ Device to_core_device(const at::Device& device) {
 
 MatrixView matrix_view(const at::Tensor& t, const char* arg_name) {
   GL_CHECK(t.dim() == 2, arg_name, ": expected a 2-D tensor, got ", t.dim(), "-D");
-  GL_CHECK(t.size(1) <= 1 || t.stride(1) == 1, arg_name, ": columns must be contiguous");
+  GL_CHECK(t.numel() == 0 || t.size(1) <= 1 || t.stride(1) == 1, arg_name,
+           ": columns must be contiguous");
   MatrixView view;
   view.data = t.data_ptr();
   view.dtype = to_core_dtype(t.scalar_type(), arg_name);
   view.device = to_core_device(t.device());
   view.rows = t.size(0);
   view.cols = t.size(1);
-  view.row_stride = t.size(0) <= 1 ? t.size(1) : t.stride(0);
+  view.row_stride = t.size(0) <= 1 || t.numel() == 0 ? t.size(1) : t.stride(0);
   return view;
 }
 

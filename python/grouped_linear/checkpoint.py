@@ -2,10 +2,10 @@
 
 GroupedLinear keeps one `weight` [G, N, K] (and one `bias` [G, N]) for speed,
 but its state_dict speaks the common per-expert naming: `weight0` ...
-`weight{G-1}`, `bias0` ... . Loading accepts that naming (and the fused one).
+`weight{G-1}`, `bias0` ... . Loading accepts that naming (and the fused one),
+reports missing experts by their per-expert names, and leaves the module
+unchanged when it rejects a checkpoint for mismatched shapes or mixed naming.
 """
-
-from typing import List
 
 import torch
 
@@ -26,26 +26,34 @@ def save_per_expert(module, state_dict, prefix, local_metadata):
 def load_per_expert(module, state_dict, prefix, local_metadata, strict, missing_keys,
                     unexpected_keys, error_msgs):
     """load_state_dict pre-hook: stack per-expert keys back into the fused one."""
+    rejected = False
     for name in _FUSED:
         param = getattr(module, name, None)
         if param is None:
             continue
         fused_key = prefix + name
         expert_keys = [f"{fused_key}{i}" for i in range(module.num_gemms)]
-        present: List[str] = [k for k in expert_keys if k in state_dict]
-        if not present:
-            continue  # the fused key, or nothing: default handling reports it
+        present = [k for k in expert_keys if k in state_dict]
         if fused_key in state_dict:
-            error_msgs.append(f"both {fused_key} and per-expert {name}N keys are present; "
-                              "expected one naming")
+            if present:
+                for key in present:
+                    state_dict.pop(key)
+                error_msgs.append(f"both {fused_key} and per-expert {name}N keys are present; "
+                                  "expected one naming")
+                rejected = True
+            elif tuple(state_dict[fused_key].shape) != tuple(param.shape):
+                error_msgs.append(f"size mismatch for {fused_key}: copying a param with shape "
+                                  f"{tuple(state_dict[fused_key].shape)} from checkpoint, the "
+                                  f"shape in current model is {tuple(param.shape)}")
+                rejected = True
             continue
         if len(present) != len(expert_keys):
             for key in present:
                 state_dict.pop(key)
-            missing = [k for k in expert_keys if k not in present]
-            error_msgs.append(f"per-expert {name} keys are incomplete: missing {missing[:4]}"
-                              f"{' ...' if len(missing) > 4 else ''}; expected "
-                              f"{name}0..{name}{module.num_gemms - 1}")
+            # Reported by their per-expert names; like any missing key, this
+            # raises under strict loading (torch passes strict=True to every
+            # hook, so the hook cannot tell the two apart).
+            missing_keys.extend(k for k in expert_keys if k not in present)
             state_dict[fused_key] = param.detach()  # keeps the module's values
             continue
         expected = tuple(param.shape[1:])
@@ -57,5 +65,12 @@ def load_per_expert(module, state_dict, prefix, local_metadata, strict, missing_
             error_msgs.append(f"size mismatch for {key}: copying a param with shape {shape} "
                               f"from checkpoint, the shape in current model is {expected}")
             state_dict[fused_key] = param.detach()
+            rejected = True
             continue
         state_dict[fused_key] = torch.stack(experts, 0)
+    if rejected:
+        # A rejected checkpoint changes none of this module's parameters.
+        for name in _FUSED:
+            param = getattr(module, name, None)
+            if param is not None:
+                state_dict[prefix + name] = param.detach()

@@ -25,3 +25,18 @@ void launch_bias_grad(const MatrixView& dy, const GroupedMatrixView& dbias, int6
                       int count, const int64_t* row_offsets, cudaStream_t stream);
 
 }  // namespace grouped_linear::cuda
+
+namespace grouped_linear::cuda {
+
+// The same two kernels with group sizes in device memory (int32 or int64):
+// each block finds its group's rows itself, so nothing is read back. Sizes are
+// clamped as the grouped GEMM's setup kernel clamps them (negative -> 0, rows
+// past `total_rows` dropped).
+void launch_fill_bias_rows_device_sizes(const MatrixView& y, const GroupedMatrixView& bias,
+                                        const void* sizes, bool sizes_int64, int num_groups,
+                                        cudaStream_t stream);
+void launch_bias_grad_device_sizes(const MatrixView& dy, const GroupedMatrixView& dbias,
+                                   const void* sizes, bool sizes_int64, int num_groups,
+                                   cudaStream_t stream);
+
+}  // namespace grouped_linear::cuda

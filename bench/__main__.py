@@ -1,0 +1,144 @@
+"""python -m bench [--quick] [--cases a,b] [--roles fwd,wgrad] [--out PATH] ...
+
+Run from the repository root. On a GPU: throughput of the bench_cases.json
+shapes, host overhead of the tiny cases and the Python-layer figure. Without
+one: a small CPU version of the same, which says nothing about GPU speed.
+The summary tables are printed last on stdout; progress goes to stderr.
+"""
+
+import argparse
+import datetime
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import torch
+
+from . import host_overhead, meta, python_layer, throughput
+from .cases import REPO_ROOT, ROLES, ROUTINGS, load_cases, select_throughput_cases
+from .report import log, print_summary, write_json
+from .timing import make_timer
+
+SECTIONS = ("throughput", "host", "python")
+
+# (GPU, CPU) defaults. The GPU ones keep the whole run within a few minutes on
+# an H200; the CPU ones within a minute on 2 cores (its engine is a plain loop).
+DEFAULTS = {
+    "warmup":       (5, 1),
+    "reps":         (30, 5),
+    "host_warmup":  (20, 1),
+    "host_calls":   (200, 3),
+    "host_batches": (3, 1),
+    "py_calls":     (2000, 2000),
+    "py_batches":   (5, 5),
+}
+QUICK = {
+    "warmup":       (2, 1),
+    "reps":         (10, 3),
+    "host_warmup":  (5, 1),
+    "host_calls":   (50, 2),
+    "host_batches": (1, 1),
+    "py_calls":     (500, 500),
+    "py_batches":   (3, 3),
+}
+
+
+def csv_list(text: Optional[str], allowed=None, what="value") -> Optional[List[str]]:
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if allowed is not None:
+        bad = [t for t in items if t not in allowed]
+        if bad:
+            raise SystemExit(f"{what}: unknown {bad}; expected some of {list(allowed)}")
+    return items
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="auto: cuda when available, else cpu")
+    p.add_argument("--cases", help="throughput cases by name, comma-separated "
+                                   "(JSON cases and the CPU cases cpu_G4, cpu_G16)")
+    p.add_argument("--roles", help="comma-separated subset of fwd,dgrad,wgrad")
+    p.add_argument("--routings", help="comma-separated subset of uniform,skewed")
+    p.add_argument("--sections", help="comma-separated subset of throughput,host,python")
+    p.add_argument("--engines", help="grouped_linear engines to measure "
+                                     "(default: every engine built for the device, default first)")
+    p.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")
+    p.add_argument("--warmup", type=int, help="throughput warm-up calls per measurement")
+    p.add_argument("--reps", type=int, help="throughput timed runs per measurement (median)")
+    p.add_argument("--host-calls", type=int, help="calls per host-overhead batch")
+    p.add_argument("--cases-file", help="bench_cases.json to use instead of the search")
+    p.add_argument("--out", help="result JSON (default bench_results/<device>-<date>.json)")
+    return p.parse_args(argv)
+
+
+def pick_device(choice: str) -> torch.device:
+    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda: torch.cuda.is_available() is False")
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    device = pick_device(args.device)
+    on_gpu = device.type == "cuda"
+    column = 0 if on_gpu else 1
+    table = QUICK if args.quick else DEFAULTS
+    value = {key: pair[column] for key, pair in table.items()}
+    for key in ("warmup", "reps", "host_calls"):
+        if getattr(args, key) is not None:
+            value[key] = getattr(args, key)
+
+    case_file = load_cases(args.cases_file)
+    sections = csv_list(args.sections, SECTIONS, "--sections") or list(SECTIONS)
+    roles = csv_list(args.roles, ROLES, "--roles") or list(ROLES)
+    routings = csv_list(args.routings, ROUTINGS, "--routings") or list(ROUTINGS)
+    engines = csv_list(args.engines) or throughput.default_engines(device)
+    cases = select_throughput_cases(case_file, on_gpu, csv_list(args.cases))
+    timer = make_timer(device)
+
+    started = datetime.datetime.now()
+    out_path = Path(args.out) if args.out else (
+        REPO_ROOT / "bench_results" / f"{meta.device_slug(device)}-{started:%Y%m%d-%H%M%S}.json")
+
+    result = {"meta": meta.collect(device, engines, timer.kind)}
+    result["meta"].update({"quick": bool(args.quick), "cases_file": str(case_file.path),
+                           "routing_rules": case_file.routing_text, "settings": value,
+                           "bias": False, "dtype": "bfloat16"})
+    log(f"bench: {result['meta']['device']} engine={result['meta']['engine']} "
+        f"engines={engines} cases={[c.name for c in cases]} -> {out_path}")
+    if not on_gpu:
+        log("bench: no GPU -- small CPU run; its figures say nothing about GPU speed")
+    clock = time.perf_counter()
+
+    if "throughput" in sections:
+        settings = throughput.Settings(warmup=value["warmup"], reps=value["reps"], roles=roles,
+                                       routings=routings, engines=engines)
+        result["throughput"] = []
+        for case in cases:
+            result["throughput"] += throughput.run([case], device, timer, settings)
+            write_json(result, out_path)   # partial results survive a later failure
+    if "host" in sections:
+        settings = host_overhead.Settings(warmup=value["host_warmup"], calls=value["host_calls"],
+                                          batches=value["host_batches"])
+        result["host_overhead"] = host_overhead.run(case_file.host, device, timer, settings)
+        write_json(result, out_path)
+    if "python" in sections:
+        result["python_layer"] = python_layer.run(case_file.host, device, value["py_calls"],
+                                                  value["py_batches"])
+
+    result["meta"]["wall_seconds"] = round(time.perf_counter() - clock, 1)
+    write_json(result, out_path)
+    result["path"] = str(out_path)
+    print_summary(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

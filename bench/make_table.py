@@ -1,0 +1,122 @@
+"""BENCHMARKS.md from a result JSON of `python -m bench`.
+
+    python -m bench.make_table RESULT.json > BENCHMARKS.md
+    python -m bench.make_table RESULT.json --write BENCHMARKS.md
+    python -m bench.make_table              # the newest bench_results/*.json
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import List
+
+from .cases import REPO_ROOT
+from .report import (RATIO_NOTE, Notes, Table, host_tables, python_layer_table,
+                     throughput_table)
+
+
+def render_markdown(table: Table) -> str:
+    header, rows, labels = table
+
+    def line(cells) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    align = ["---" if i < labels else "---:" for i in range(len(header))]
+    return "\n".join([line(header), line(align)] + [line(r) for r in rows])
+
+
+def shapes_table(records) -> Table:
+    """One row per case and routing: the shapes and how uneven the groups are."""
+    header = ["case", "routing", "G", "K", "N", "T", "rows per group (min-max)", "empty groups"]
+    rows, seen = [], set()
+    for r in records:
+        key = (r.get("case"), r.get("routing"))
+        if "splits" not in r or key in seen:
+            continue
+        seen.add(key)
+        s = r["splits"]
+        rows.append([r["case"], r["routing"], r["G"], r["K"], r["N"], r["T"],
+                     f"{s['min']}-{s['max']}", s["empty_groups"]])
+    return header, rows, 2
+
+
+def render(result: dict, source: str = "") -> str:
+    meta = result.get("meta", {})
+    notes = Notes()
+    device = meta.get("device", "?")
+    out: List[str] = ["# Benchmarks", ""]
+    out.append(f"- Date: {meta.get('date', '?')}; commit `{meta.get('commit', 'unknown')}`")
+    gpu_bits = f", {meta['gpu_memory_gib']} GiB, sm {meta.get('gpu_capability')}" \
+        if "gpu_memory_gib" in meta else ""
+    out.append(f"- Device: {device}{gpu_bits}")
+    out.append(f"- torch {meta.get('torch', '?')} (CUDA {meta.get('torch_cuda')}), "
+               f"python {meta.get('python', '?')}; grouped_linear {meta.get('grouped_linear_version', '?')}, "
+               f"engine `{meta.get('engine', '?')}` (measured: "
+               f"{', '.join('`%s`' % e for e in meta.get('engines_measured', []))})")
+    settings = meta.get("settings", {})
+    if settings and result.get("throughput"):
+        out.append(f"- Throughput: median of {settings.get('reps')} runs after "
+                   f"{settings.get('warmup')} warm-up, timer `{meta.get('timer')}`, "
+                   f"dtype {meta.get('dtype')}, no bias")
+    if settings and result.get("host_overhead"):
+        out.append(f"- Host overhead: {settings.get('host_calls')} calls per batch after "
+                   f"{settings.get('host_warmup')} warm-up, median of "
+                   f"{settings.get('host_batches')} batches")
+    if source:
+        out.append(f"- Source: `{source}`")
+    out += ["", f"**{RATIO_NOTE}**", ""]
+    if meta.get("quick"):
+        out += ["> Quick run: fewer repetitions than the protocol asks.", ""]
+    if meta.get("note"):
+        out += [f"> {meta['note']}", ""]
+
+    if result.get("throughput"):
+        out += ["## Throughput", "",
+                "TFLOP/s = 2·T·K·N / median time, per role; in brackets the ratio to dense "
+                "(one `torch.matmul` of the same M = T, N, K, same dtype). `grouped_mm` is "
+                "`torch.nn.functional.grouped_mm`; `loop` is a Python loop of per-expert "
+                "`torch.mm`. Routing as in `bench_cases.json` (skewed: u³ + 0.02 weights, seed 1).",
+                "", render_markdown(shapes_table(result["throughput"])), "",
+                render_markdown(throughput_table(result["throughput"], notes)), ""]
+    if result.get("host_overhead"):
+        out += ["## Host overhead", "",
+                "µs per call: host time to issue the calls without synchronising / GPU time "
+                "between events around the same loop. GPU ≈ host means the GPU waited for the "
+                "host. 16 rows per expert, K = N = 256; `_dev_splits` passes m_splits as a "
+                "device tensor.", ""]
+        for table in host_tables(result["host_overhead"], notes):
+            out += [render_markdown(table), ""]
+    if result.get("python_layer"):
+        out += ["## Python layer", "",
+                "`GroupedLinear.forward` with the native call replaced by a stub that returns "
+                "its input: the module's own per-call Python work, which should not grow with G.",
+                "", render_markdown(python_layer_table(result["python_layer"])), ""]
+    if notes.items:
+        out += ["## Notes", ""] + [f"- {line}" for line in notes.lines()] + [""]
+    return "\n".join(out)
+
+
+def newest_result() -> Path:
+    found = sorted((REPO_ROOT / "bench_results").glob("*.json"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise SystemExit("no result JSON given and none in bench_results/")
+    return found[-1]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.make_table", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("result", nargs="?", help="result JSON (default: newest in bench_results/)")
+    parser.add_argument("--write", help="write the Markdown here instead of stdout")
+    args = parser.parse_args(argv)
+    path = Path(args.result) if args.result else newest_result()
+    text = render(json.loads(path.read_text()), source=path.name)
+    if args.write:
+        Path(args.write).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""CUDA only (skipped without a GPU): device m_splits, streams, CUDA graphs."""
+
+import pytest
+import torch
+
+import grouped_linear
+from gl_testutil import (DTYPE_IDS, DTYPES, assert_close_rel, make_splits, randn, ref_dgrad,
+                         ref_forward, ref_wgrad, set_params)
+
+G, K, N, T = 6, 40, 24, 96
+
+# Engines documented to read device group sizes back with a stream sync
+# (csrc/core/cuda/cublas_engine.h): correct, but not capturable in a graph
+# with device m_splits.
+SYNCING_ENGINES = {"cublas"}
+
+
+def _module(dtype, gen, **kwargs):
+    module = grouped_linear.GroupedLinear(G, K, N, params_dtype=dtype, device="cuda", **kwargs)
+    set_params(module, gen)
+    return module
+
+
+def _fwd_bwd(module, x, splits, dy):
+    module.zero_grad(set_to_none=True)
+    x = x.detach().clone().requires_grad_(True)
+    out = module(x, splits)
+    out.backward(dy)
+    return out.detach(), x.grad, module.weight.grad, module.bias.grad
+
+
+@pytest.mark.parametrize("split_dtype", [torch.int64, torch.int32], ids=["int64", "int32"])
+@pytest.mark.parametrize("kind", ["random_with_zeros", "one_group_all", "all_empty"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_device_m_splits_match_list(cuda_engine, dtype, kind, split_dtype, gen):
+    module = _module(dtype, gen)
+    rows = 0 if kind == "all_empty" else T
+    splits = make_splits(gen, rows, G, kind)
+    x = randn(gen, rows, K, dtype=dtype, device="cuda")
+    dy = randn(gen, rows, N, dtype=dtype, device="cuda")
+    expected = _fwd_bwd(module, x, splits, dy)
+    device_splits = torch.tensor(splits, dtype=split_dtype, device="cuda")
+    got = _fwd_bwd(module, x, device_splits, dy)
+    for e, g, name in zip(expected, got, ["out", "dx", "dw", "db"]):
+        assert torch.equal(e, g), f"{name}: device m_splits differ from the list form"
+    assert torch.equal(device_splits.cpu(), torch.tensor(splits, dtype=split_dtype))
+
+
+def test_device_m_splits_non_contiguous(cuda_engine, gen):
+    module = _module(torch.bfloat16, gen)
+    splits = make_splits(gen, T, G, "random_with_zeros")
+    strided = torch.tensor([[s, -1] for s in splits], device="cuda")[:, 0]
+    assert not strided.is_contiguous()
+    x = randn(gen, T, K, dtype=torch.bfloat16, device="cuda")
+    with torch.no_grad():
+        assert torch.equal(module(x, strided), module(x, splits))
+
+
+def test_device_m_splits_ops(cuda_engine, gen):
+    from grouped_linear import ops
+    splits = make_splits(gen, T, G, "random_with_zeros")
+    dsplits = torch.tensor(splits, device="cuda")
+    x = randn(gen, T, K, dtype=torch.bfloat16, device="cuda")
+    w = randn(gen, G, N, K, dtype=torch.bfloat16, device="cuda", scale=K ** -0.5)
+    dy = randn(gen, T, N, dtype=torch.bfloat16, device="cuda")
+    assert torch.equal(ops.forward(x, w, None, dsplits), ops.forward(x, w, None, splits))
+    assert torch.equal(ops.dgrad(dy, w, dsplits), ops.dgrad(dy, w, splits))
+    dw_d, _ = ops.wgrad(dy, x, dsplits)
+    dw_l, _ = ops.wgrad(dy, x, splits)
+    assert torch.equal(dw_d, dw_l)
+
+
+def test_device_m_splits_bad_sum_is_an_error(cuda_engine, gen):
+    if cuda_engine not in SYNCING_ENGINES:
+        pytest.skip("engines reading sizes on the device cannot raise synchronously")
+    module = _module(torch.float32, gen)
+    x = randn(gen, T, K, device="cuda")
+    with pytest.raises(ValueError, match="m_splits"):
+        module(x, torch.tensor([T + 1] + [0] * (G - 1), device="cuda"))
+
+
+def test_side_stream(cuda_engine, gen):
+    module = _module(torch.bfloat16, gen)
+    splits = make_splits(gen, T, G, "random_with_zeros")
+    x = randn(gen, T, K, dtype=torch.bfloat16, device="cuda")
+    dy = randn(gen, T, N, dtype=torch.bfloat16, device="cuda")
+    expected = _fwd_bwd(module, x, splits, dy)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        got = _fwd_bwd(module, x, splits, dy)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    for e, g, name in zip(expected, got, ["out", "dx", "dw", "db"]):
+        assert torch.equal(e, g), f"{name} differs on a side stream"
+
+
+def _capture(module, static_x, static_splits, static_dy):
+    """Warm up on a side stream, then capture forward + backward on that same
+    stream (per-stream resources such as a cuBLAS handle exist before capture)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            static_x.grad = None
+            module.zero_grad(set_to_none=True)
+            module(static_x, static_splits).backward(static_dy)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    static_x.grad = None
+    module.zero_grad(set_to_none=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        static_out = module(static_x, static_splits)
+        static_out.backward(static_dy)
+    torch.cuda.synchronize()
+    return graph, static_out
+
+
+@pytest.mark.parametrize("split_form", ["list", "device_tensor"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_cuda_graph_forward_backward(cuda_engine, dtype, split_form, gen):
+    if split_form == "device_tensor" and cuda_engine in SYNCING_ENGINES:
+        pytest.skip(f"{cuda_engine} reads device m_splits back with a sync (documented)")
+    module = _module(dtype, gen)
+    splits = make_splits(gen, T, G, "random_with_zeros")
+    static_splits = splits if split_form == "list" else torch.tensor(splits, device="cuda")
+    static_x = randn(gen, T, K, dtype=dtype, device="cuda").requires_grad_(True)
+    static_dy = randn(gen, T, N, dtype=dtype, device="cuda")
+    graph, static_out = _capture(module, static_x, static_splits, static_dy)
+
+    for replay in range(2):
+        new_splits = (splits if split_form == "list"
+                      else make_splits(gen, T, G, "random_with_zeros"))
+        if split_form == "device_tensor":
+            static_splits.copy_(torch.tensor(new_splits))   # new routing, same graph
+        with torch.no_grad():
+            static_x.copy_(randn(gen, T, K, dtype=dtype))
+            static_dy.copy_(randn(gen, T, N, dtype=dtype))
+        graph.replay()
+        torch.cuda.synchronize()
+        what = f"replay {replay}"
+        assert_close_rel(static_out, ref_forward(static_x, module.weight, module.bias, new_splits),
+                         dtype, f"{what} out")
+        assert_close_rel(static_x.grad, ref_dgrad(static_dy, module.weight, new_splits), dtype,
+                         f"{what} dx")
+        dw, db = ref_wgrad(static_dy, static_x, new_splits)
+        assert_close_rel(module.weight.grad, dw, dtype, f"{what} dw")
+        assert_close_rel(module.bias.grad, db, dtype, f"{what} db")
+
+
+def test_cuda_graph_main_grad_accumulates(cuda_engine, gen):
+    module = _module(torch.bfloat16, gen, fuse_wgrad_accumulation=True)
+    main_grad = torch.zeros(G, N, K, device="cuda")
+    module.weight.main_grad = main_grad
+    splits = make_splits(gen, T, G, "random_with_zeros")
+    static_x = randn(gen, T, K, dtype=torch.bfloat16, device="cuda")
+    static_dy = randn(gen, T, N, dtype=torch.bfloat16, device="cuda")
+    graph, _ = _capture(module, static_x, splits, static_dy)
+    main_grad.zero_()
+    expected = torch.zeros(G, N, K, dtype=torch.float64)
+    for _ in range(3):
+        with torch.no_grad():
+            static_x.copy_(randn(gen, T, K, dtype=torch.bfloat16))
+            static_dy.copy_(randn(gen, T, N, dtype=torch.bfloat16))
+        graph.replay()
+        expected += ref_wgrad(static_dy, static_x, splits)[0]
+    torch.cuda.synchronize()
+    assert module.weight.grad is None
+    assert_close_rel(main_grad, expected, torch.float32, "main_grad after 3 replays")
