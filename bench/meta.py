@@ -22,7 +22,10 @@ def git_commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit else "unknown"
+    if done.returncode == 0 and commit:
+        return commit
+    # A copy of the tree without .git (e.g. sent to a GPU machine) names its commit here.
+    return os.environ.get("GL_COMMIT", "unknown")
 
 
 def device_name(device: torch.device) -> str:

@@ -17,6 +17,9 @@ if(NOT CMAKE_CUDA_COMPILER)
 endif()
 
 set(CMAKE_CUDA_ARCHITECTURES OFF)
+# One CUDA runtime per process: torch loads the shared libcudart, so ours must
+# be that one too (CMake's default, the static runtime, would be a second copy).
+set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 enable_language(CUDA)

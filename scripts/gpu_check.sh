@@ -15,18 +15,18 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "
 
 if step build; then
   start=$(date +%s)
-  scripts/setup.sh > "$RESULTS/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$RESULTS/build.log"; exit 1; }
+  GL_WITH_TESTS=1 scripts/setup.sh > "$RESULTS/build.log" 2>&1 || { echo "BUILD FAILED"; grep -E "error|Error" "$RESULTS/build.log" | head -30; tail -20 "$RESULTS/build.log"; exit 1; }
   echo "build (package, $CMAKE_BUILD_PARALLEL_LEVEL jobs): $(( $(date +%s) - start )) s" | tee -a "$RESULTS/summary.txt"
 fi
 if step cpp; then
   start=$(date +%s)
-  { cmake -S . -B build/cpp -G Ninja -DCMAKE_BUILD_TYPE=Release -DGL_BUILD_TESTS=ON &&
-    cmake --build build/cpp && (cd build/cpp && ctest --output-on-failure); } > "$RESULTS/cpp_tests.log" 2>&1 || status=1
+  build_dir=$(ls -d build/cp*/ | head -1)
+  (cd "$build_dir" && ctest --output-on-failure) > "$RESULTS/cpp_tests.log" 2>&1 || status=1
   echo "C++ tests ($(( $(date +%s) - start )) s): $(grep -E 'tests passed|tests failed' "$RESULTS/cpp_tests.log" | tail -1)" | tee -a "$RESULTS/summary.txt"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$RESULTS/cpp_tests.log" | tee -a "$RESULTS/summary.txt"
 fi
 if step py; then
-  "$PY" -m pytest tests/python -q -p no:cacheprovider -rs > "$RESULTS/py_tests.log" 2>&1 || status=1
+  timeout "${GL_PYTEST_TIMEOUT:-1200}" "$PY" -m pytest tests/python -q -p no:cacheprovider -rs > "$RESULTS/py_tests.log" 2>&1 || status=1
   echo "Python tests: $(tail -1 "$RESULTS/py_tests.log")" | tee -a "$RESULTS/summary.txt"
   grep -E "^(FAILED|ERROR)" "$RESULTS/py_tests.log" | head -30
 fi

@@ -3,8 +3,10 @@
 # already present, then builds and installs the package (incrementally: CMake
 # keeps its build folder under build/).
 #
-#   PYTHON=python3   the interpreter to install into
+#   PYTHON=python3     the interpreter to install into
 #   GL_SKIP_INSTALL=1  only check/install dependencies
+#   GL_WITH_TESTS=1    also build the C++ tests in the same CMake tree
+#                      (build/<wheel tag>/), so CUDA sources compile once
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -59,5 +61,9 @@ fi
 
 [ "${GL_SKIP_INSTALL:-0}" = 1 ] && exit 0
 echo "setup: building and installing grouped_linear"
-"$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | grep -v "Running pip as the 'root' user" || true
+extra=()
+[ "${GL_WITH_TESTS:-0}" = 1 ] && extra=(-C cmake.define.GL_BUILD_TESTS=ON)
+set -o pipefail
+"$PY" -m pip install -q --no-build-isolation --no-deps "${extra[@]}" . 2>&1 |
+  { grep -v "Running pip as the 'root' user" || true; }
 "$PY" -c "import grouped_linear as gl; print('setup: grouped_linear', gl.__version__, '| CUDA engines:', gl.with_cuda)"

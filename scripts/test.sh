@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# The test command: sets up (scripts/setup.sh), then runs the C++ tests of the
-# core (GoogleTest via ctest) and the Python tests (pytest). GPU tests run when
-# a GPU is present and skip themselves otherwise.
+# The test command: sets up and builds (scripts/setup.sh, with the C++ tests
+# in the same CMake tree), then runs the C++ tests of the core (GoogleTest via
+# ctest) and the Python tests (pytest). GPU tests run when a GPU is present and
+# skip themselves otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-scripts/setup.sh
+GL_WITH_TESTS=1 scripts/setup.sh
 
 echo "== C++ core tests"
-cmake -S . -B build/cpp -G Ninja -DCMAKE_BUILD_TYPE=Release -DGL_BUILD_TESTS=ON >/dev/null
-cmake --build build/cpp
-if [ -f build/cpp/tests/cpp/gl_core_tests ]; then
-  (cd build/cpp && ctest --output-on-failure)
+build_dir=$(ls -d build/cp*/ | head -1)
+if [ -f "$build_dir/tests/cpp/gl_core_tests" ]; then
+  (cd "$build_dir" && ctest --output-on-failure)
 else
   echo "GoogleTest not available: C++ tests not built"
 fi

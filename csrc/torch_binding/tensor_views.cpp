@@ -1,5 +1,7 @@
 #include "torch_binding/tensor_views.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include "core/error.h"
 
 namespace grouped_linear::torch_binding {
@@ -21,7 +23,11 @@ Device to_core_device(const at::Device& device) {
   if (device.is_cpu()) return Device{DeviceType::kCPU, -1};
   GL_CHECK_VALUE(device.is_cuda(), "device ", device.str(),
                  " is not supported; expected cpu or cuda");
-  return Device{DeviceType::kCUDA, device.index()};
+  // "cuda" without an index means the current device, as in torch.
+  const c10::DeviceIndex index =
+      device.has_index() ? device.index()
+                         : c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice().index();
+  return Device{DeviceType::kCUDA, index};
 }
 
 MatrixView matrix_view(const at::Tensor& t, const char* arg_name) {

@@ -15,6 +15,11 @@ G, K, N, T = 6, 40, 24, 96
 SYNCING_ENGINES = {"cublas"}
 
 
+def _syncs_on_device_splits(engine, dtype):
+    # sm90_grouped has no fp32 kernels: it hands fp32 problems to cublas, which syncs.
+    return engine in SYNCING_ENGINES or dtype == torch.float32
+
+
 def _module(dtype, gen, **kwargs):
     module = grouped_linear.GroupedLinear(G, K, N, params_dtype=dtype, device="cuda", **kwargs)
     set_params(module, gen)
@@ -120,8 +125,8 @@ def _capture(module, static_x, static_splits, static_dy):
 @pytest.mark.parametrize("split_form", ["list", "device_tensor"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_cuda_graph_forward_backward(cuda_engine, dtype, split_form, gen):
-    if split_form == "device_tensor" and cuda_engine in SYNCING_ENGINES:
-        pytest.skip(f"{cuda_engine} reads device m_splits back with a sync (documented)")
+    if split_form == "device_tensor" and _syncs_on_device_splits(cuda_engine, dtype):
+        pytest.skip(f"{cuda_engine} reads device m_splits back with a sync for {dtype} (documented)")
     module = _module(dtype, gen)
     splits = make_splits(gen, T, G, "random_with_zeros")
     static_splits = splits if split_form == "list" else torch.tensor(splits, device="cuda")
