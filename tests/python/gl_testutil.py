@@ -190,3 +190,22 @@ def check_module_healthy(module, gen, num_gemms: Optional[int] = None):
                          tol=max(TOLERANCE[dtype], 1e-4))
     else:
         assert_close_rel(weight.grad, dw_ref, dtype, "healthy wgrad")
+
+
+def make_grouped(device, dtype, groups, k, n, gen=None, **kwargs):
+    """A GroupedLinear with random (seeded) parameters when `gen` is given."""
+    import grouped_linear
+    module = grouped_linear.GroupedLinear(groups, k, n, params_dtype=dtype, device=device, **kwargs)
+    if gen is not None:
+        set_params(module, gen)
+    return module
+
+
+def forward_backward(module, x, splits, dy):
+    """forward + backward; returns (out, grad_input, grad_weight, grad_bias)."""
+    module.zero_grad(set_to_none=True)
+    x = x.detach().clone().requires_grad_(True)
+    out = module(x, splits) if splits is not None else module(x)
+    out.backward(dy)
+    bias_grad = module.bias.grad if module.bias is not None else None
+    return out.detach(), x.grad, module.weight.grad, bias_grad

@@ -7,27 +7,14 @@ import torch
 import torch.nn.functional as F
 
 import grouped_linear
-from gl_testutil import (DTYPE_IDS, DTYPES, assert_close_rel, assert_empty_groups_zero,
+from gl_testutil import (forward_backward as _run, make_grouped, DTYPE_IDS, DTYPES, assert_close_rel, assert_empty_groups_zero,
                          make_splits, randn, ref_dgrad, ref_forward, ref_wgrad, set_params)
 
 G, K, N, T = 4, 37, 23, 57
 
 
 def _grouped(device, dtype=torch.float32, groups=G, k=K, n=N, gen=None, **kwargs):
-    module = grouped_linear.GroupedLinear(groups, k, n, params_dtype=dtype, device=device, **kwargs)
-    if gen is not None:
-        set_params(module, gen)
-    return module
-
-
-def _run(module, x, splits, dy):
-    """forward + backward; returns (out, grad_input, grad_weight, grad_bias)."""
-    module.zero_grad(set_to_none=True)
-    x = x.detach().clone().requires_grad_(True)
-    out = module(x, splits) if splits is not None else module(x)
-    out.backward(dy)
-    bias_grad = module.bias.grad if module.bias is not None else None
-    return out.detach(), x.grad, module.weight.grad, bias_grad
+    return make_grouped(device, dtype, groups, k, n, gen, **kwargs)
 
 
 # --- Linear -----------------------------------------------------------------

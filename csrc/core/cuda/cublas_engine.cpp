@@ -70,15 +70,6 @@ void gemm(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperation_t tr
                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-template <typename Launch>
-void for_each_group_chunk(const std::vector<int64_t>& offsets, Launch&& launch) {
-  const int64_t groups = static_cast<int64_t>(offsets.size()) - 1;
-  for (int64_t g0 = 0; g0 < groups; g0 += kGroupsPerLaunch) {
-    const int count = static_cast<int>(std::min<int64_t>(kGroupsPerLaunch, groups - g0));
-    launch(g0, count, &offsets[g0]);
-  }
-}
-
 class CublasEngine final : public GroupedGemmEngine {
  public:
   const char* name() const override { return "cublas"; }

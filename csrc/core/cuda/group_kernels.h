@@ -7,13 +7,25 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/views.h"
 
 namespace grouped_linear::cuda {
 
 constexpr int kGroupsPerLaunch = 256;
+
+// Calls launch(first_group, count, &row_offsets[first_group]) for each chunk of
+// at most kGroupsPerLaunch groups; `row_offsets` has G + 1 entries.
+template <typename Launch>
+void for_each_group_chunk(const std::vector<int64_t>& row_offsets, Launch&& launch) {
+  const int64_t groups = static_cast<int64_t>(row_offsets.size()) - 1;
+  for (int64_t g0 = 0; g0 < groups; g0 += kGroupsPerLaunch)
+    launch(g0, static_cast<int>(std::min<int64_t>(kGroupsPerLaunch, groups - g0)),
+           &row_offsets[g0]);
+}
 
 // Y[row, :] = bias[g, :] for every row of every group in [group0, group0 + count).
 // `row_offsets` has count + 1 entries: the first row of each group and the end.

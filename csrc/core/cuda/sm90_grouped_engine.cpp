@@ -78,13 +78,6 @@ std::vector<int64_t> host_offsets(const GroupSizes& splits) {
   return offsets;
 }
 
-template <typename Launch>
-void for_each_group_chunk(const std::vector<int64_t>& offsets, Launch&& launch) {
-  const int64_t groups = static_cast<int64_t>(offsets.size()) - 1;
-  for (int64_t g0 = 0; g0 < groups; g0 += kGroupsPerLaunch)
-    launch(g0, static_cast<int>(std::min<int64_t>(kGroupsPerLaunch, groups - g0)), &offsets[g0]);
-}
-
 class Sm90GroupedEngine final : public GroupedGemmEngine {
  public:
   const char* name() const override { return "sm90_grouped"; }
@@ -97,8 +90,8 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
 
   void forward(const ForwardProblem& p, const ExecContext& ctx) override {
     const KernelEntry kernel = sm90::find_kernel(Role::kForward, p.x.dtype, p.y.dtype);
-    if (!kernel.run || !shape_fits(p.w.rows, p.w.cols, p.splits) || !packed(p.x) ||
-        !packed(p.y) || !packed(p.w) || !available(ctx.device)) {
+    if (!kernel.run || !shape_fits(p.w.rows, p.w.cols, p.splits) || !packed(p.x) || !packed(p.y) ||
+        !packed(p.w) || !available(ctx.device)) {
       cublas_engine().forward(p, ctx);
       return;
     }
