@@ -61,11 +61,12 @@ Python_add_library(_C MODULE WITH_SOABI ${GL_EXT_SOURCES})
 target_include_directories(_C PRIVATE ${GL_TORCH_INCLUDES})
 target_link_directories(_C PRIVATE "${GL_TORCH_LIBDIR}")
 target_link_libraries(_C PRIVATE gl_core ${GL_EXT_LIBS})
-# torch's pybind11 ABI flags are deliberately not passed: with them our module
-# would share pybind11's internals with torch._C, and on torch 2.11 (CUDA) any
-# C++ exception raised through our functions then crashed the interpreter.
+# torch's pybind11 ABI flags are not passed by default: without them our module
+# keeps its own pybind11 internals instead of sharing torch._C's. On torch 2.11
+# (CUDA) a C++ exception crossing the shared translator registry crashed the
+# interpreter; python_module.cpp also converts every exception itself.
 # Tensors cross through torch's own type casters, which need no shared
-# internals. Set GL_SHARE_PYBIND_INTERNALS=ON to pass them anyway.
+# internals. GL_SHARE_PYBIND_INTERNALS=ON passes the flags anyway.
 option(GL_SHARE_PYBIND_INTERNALS "Build _C with torch's pybind11 ABI flags" OFF)
 target_compile_definitions(_C PRIVATE TORCH_EXTENSION_NAME=_C TORCH_API_INCLUDE_EXTENSION_H
                                       _GLIBCXX_USE_CXX11_ABI=${GL_TORCH_CXX11_ABI})

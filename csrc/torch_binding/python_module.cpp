@@ -37,11 +37,10 @@ GroupSplits parse_splits(py::handle obj, const at::Tensor& inp) {
     PyObject* item = PySequence_Fast_GET_ITEM(obj.ptr(), i);
     GL_CHECK_TYPE(!PyBool_Check(item) && PyIndex_Check(item), "m_splits: entry ", i, " is ",
                   python_repr(item), " (", Py_TYPE(item)->tp_name, "); expected an int");
-        py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(item));
+    py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(item));
     if (!index) {
       PyErr_Clear();  // __index__ raised: report it as a bad entry
-      GL_CHECK_TYPE(false, "m_splits: entry ", i, " is ", python_repr(item),
-                    "; expected an int");
+      GL_CHECK_TYPE(false, "m_splits: entry ", i, " is ", python_repr(item), "; expected an int");
     }
     int overflow = 0;
     const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
@@ -131,6 +130,53 @@ std::string engine_name_for(const at::Device& device) {
   return engine_for(to_core_device(device)).name();
 }
 
+std::vector<std::string> engine_names_for(const std::string& device_type) {
+  return engine_names(parse_device_type(device_type));
+}
+
+void set_override(const std::string& device_type, const std::string& name) {
+  set_engine_override(parse_device_type(device_type), name);
+}
+
+// Sets the Python exception for the C++ exception in flight, keeping the
+// kind of core errors: ValueError, TypeError or RuntimeError.
+void set_python_error() {
+  try {
+    throw;
+  } catch (const Error& e) {
+    PyObject* type = e.kind() == ErrorKind::kValue  ? PyExc_ValueError
+                     : e.kind() == ErrorKind::kType ? PyExc_TypeError
+                                                    : PyExc_RuntimeError;
+    PyErr_SetString(type, e.what());
+  } catch (const c10::TypeError& e) {
+    PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+  } catch (const c10::ValueError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+}
+
+// Every bound function converts its own C++ exceptions into Python ones, so
+// none reaches pybind11's translator registry: that registry may be shared
+// with torch._C, and a C++ exception crossing it crashed the interpreter on
+// torch 2.11 (CUDA).
+template <typename Ret, typename... Args>
+auto guarded(Ret (*fn)(Args...)) {
+  return [fn](Args... args) -> Ret {
+    try {
+      return fn(std::forward<Args>(args)...);
+    } catch (const py::error_already_set&) {
+      throw;
+    } catch (...) {
+      set_python_error();
+      throw py::error_already_set();
+    }
+  };
+}
+
 }  // namespace
 }  // namespace grouped_linear::torch_binding
 
@@ -147,25 +193,6 @@ PYBIND11_MODULE(_C, m) {
   m.attr("with_cuda") = false;
 #endif
 
-  // Core errors keep their kind: ValueError, TypeError or RuntimeError.
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const Error& e) {
-      switch (e.kind()) {
-        case ErrorKind::kValue: PyErr_SetString(PyExc_ValueError, e.what()); return;
-        case ErrorKind::kType: PyErr_SetString(PyExc_TypeError, e.what()); return;
-        case ErrorKind::kRuntime: PyErr_SetString(PyExc_RuntimeError, e.what()); return;
-      }
-    } catch (const c10::TypeError& e) {
-      PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
-    } catch (const c10::ValueError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
-    } catch (const c10::Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
-    }
-  });
-
   py::class_<LinearConfig>(m, "LinearConfig")
       .def(py::init([](bool fuse) { return LinearConfig{fuse}; }),
            py::arg("fuse_wgrad_accumulation") = false)
@@ -174,33 +201,25 @@ PYBIND11_MODULE(_C, m) {
           [](const LinearConfig& c) { return py::make_tuple(c.fuse_wgrad_accumulation); },
           [](const py::tuple& state) { return LinearConfig{state[0].cast<bool>()}; }));
 
-  m.def("grouped_linear", &py_grouped_linear, py::arg("inp"), py::arg("weight"), py::arg("bias"),
-        py::arg("m_splits"), py::arg("main_grad"), py::arg("config"),
+  m.def("grouped_linear", guarded(&py_grouped_linear), py::arg("inp"), py::arg("weight"),
+        py::arg("bias"), py::arg("m_splits"), py::arg("main_grad"), py::arg("config"),
         "Differentiable grouped linear: inp [..., K], weight [G, N, K], bias [G, N] or None.");
-  m.def("linear", &py_linear, py::arg("inp"), py::arg("weight"), py::arg("bias"),
+  m.def("linear", guarded(&py_linear), py::arg("inp"), py::arg("weight"), py::arg("bias"),
         py::arg("main_grad"), py::arg("config"),
         "Differentiable linear (one group): inp [..., K], weight [N, K], bias [N] or None.");
 
   py::module_ ops = m.def_submodule("ops", "The three products without autograd.");
-  ops.def("forward", &py_forward, py::arg("inp"), py::arg("weight"), py::arg("bias"),
+  ops.def("forward", guarded(&py_forward), py::arg("inp"), py::arg("weight"), py::arg("bias"),
           py::arg("m_splits"), py::kw_only(), py::arg("out") = py::none(), py::arg("engine") = "");
-  ops.def("dgrad", &py_dgrad, py::arg("grad_output"), py::arg("weight"), py::arg("m_splits"),
-          py::kw_only(), py::arg("out") = py::none(), py::arg("engine") = "");
-  ops.def("wgrad", &py_wgrad, py::arg("grad_output"), py::arg("inp"), py::arg("m_splits"),
+  ops.def("dgrad", guarded(&py_dgrad), py::arg("grad_output"), py::arg("weight"),
+          py::arg("m_splits"), py::kw_only(), py::arg("out") = py::none(), py::arg("engine") = "");
+  ops.def("wgrad", guarded(&py_wgrad), py::arg("grad_output"), py::arg("inp"), py::arg("m_splits"),
           py::kw_only(), py::arg("grad_weight") = py::none(), py::arg("accumulate") = false,
           py::arg("weight_grad") = true, py::arg("bias_grad") = false,
           py::arg("grad_bias") = py::none(), py::arg("engine") = "");
 
-  m.def(
-      "engine_names",
-      [](const std::string& device_type) { return engine_names(parse_device_type(device_type)); },
-      py::arg("device_type"));
-  m.def("engine_for", &engine_name_for, py::arg("device"),
+  m.def("engine_names", guarded(&engine_names_for), py::arg("device_type"));
+  m.def("engine_for", guarded(&engine_name_for), py::arg("device"),
         "Name of the engine that runs problems on this device.");
-  m.def(
-      "set_engine_override",
-      [](const std::string& device_type, const std::string& name) {
-        set_engine_override(parse_device_type(device_type), name);
-      },
-      py::arg("device_type"), py::arg("name"));
+  m.def("set_engine_override", guarded(&set_override), py::arg("device_type"), py::arg("name"));
 }
