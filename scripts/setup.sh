@@ -45,7 +45,9 @@ PYEOF
     if [ "$cuda_major" -ge 13 ]; then pip_install "nvidia-cublas>=13,<14"; else pip_install "nvidia-cublas-cu${cuda_major}"; fi
   fi
   # CUTLASS headers for the Hopper grouped engine (pinned; headers only, so no deps).
-  if [ ! -f .deps/cutlass/include/cute/tensor.hpp ] && ! have_module cutlass_library; then
+  # find_spec, not import: the headers are all we need, not the package's dependencies.
+  if [ ! -f .deps/cutlass/include/cute/tensor.hpp ] &&
+     ! "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('cutlass_library') is None)"; then
     pip_install --no-deps "nvidia-cutlass==4.2.0.0"
   fi
 fi
