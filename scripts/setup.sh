@@ -7,6 +7,8 @@
 #   GL_SKIP_INSTALL=1  only check/install dependencies
 #   GL_WITH_TESTS=1    also build the C++ tests in the same CMake tree
 #                      (build/<wheel tag>/), so CUDA sources compile once
+#   GL_SM90_TUNING=1   also build the candidate sm90 tile configurations
+#                      that `python -m bench.tune_sm90` compares
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -64,7 +66,8 @@ fi
 [ "${GL_SKIP_INSTALL:-0}" = 1 ] && exit 0
 echo "setup: building and installing grouped_linear"
 extra=()
-[ "${GL_WITH_TESTS:-0}" = 1 ] && extra=(-C cmake.define.GL_BUILD_TESTS=ON)
+[ "${GL_WITH_TESTS:-0}" = 1 ] && extra+=(-C cmake.define.GL_BUILD_TESTS=ON)
+[ "${GL_SM90_TUNING:-0}" = 1 ] && extra+=(-C cmake.define.GL_SM90_TUNING=ON)
 set -o pipefail
 "$PY" -m pip install -q --no-build-isolation --no-deps "${extra[@]}" . 2>&1 |
   { grep -v "Running pip as the 'root' user" || true; }

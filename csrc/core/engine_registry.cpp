@@ -35,6 +35,11 @@ std::string join_names(const std::vector<GroupedGemmEngine*>& engines) {
 
 }  // namespace
 
+void GroupedGemmEngine::set_kernel_override(const std::string& name) {
+  GL_CHECK_VALUE(name.empty(), "kernel: got '", name, "', but engine '", this->name(),
+                 "' has no named kernels; expected ''");
+}
+
 void register_engine(DeviceType device_type, GroupedGemmEngine* engine) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
@@ -79,6 +84,16 @@ std::vector<std::string> engine_names(DeviceType device_type) {
   std::vector<std::string> names;
   for (GroupedGemmEngine* engine : r.engines[slot(device_type)]) names.push_back(engine->name());
   return names;
+}
+
+GroupedGemmEngine& engine_by_name(DeviceType device_type, const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  GroupedGemmEngine* engine = find(r.engines[slot(device_type)], name);
+  GL_CHECK_VALUE(engine != nullptr, "engine: '", name, "' is not available for ",
+                 device_type_name(device_type), "; expected one of: ",
+                 join_names(r.engines[slot(device_type)]));
+  return *engine;
 }
 
 }  // namespace grouped_linear

@@ -22,4 +22,8 @@ void set_engine_override(DeviceType device_type, const std::string& name);
 
 std::vector<std::string> engine_names(DeviceType device_type);
 
+// A registered engine by name, available on the device or not (to list or
+// pin its kernels). Throws when none has that name.
+GroupedGemmEngine& engine_by_name(DeviceType device_type, const std::string& name);
+
 }  // namespace grouped_linear

@@ -7,6 +7,9 @@
 //            db_g = Σ_rows dY_g             fused with wgrad
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "core/allocator.h"
 #include "core/views.h"
 
@@ -53,6 +56,11 @@ class GroupedGemmEngine {
   virtual void forward(const ForwardProblem& problem, const ExecContext& ctx) = 0;
   virtual void dgrad(const DgradProblem& problem, const ExecContext& ctx) = 0;
   virtual void wgrad(const WgradProblem& problem, const ExecContext& ctx) = 0;
+
+  // Engines built from several kernels (tile configurations) list them here;
+  // tests and tuning may force one by name ("" restores the automatic choice).
+  virtual std::vector<std::string> kernel_names() const { return {}; }
+  virtual void set_kernel_override(const std::string& name);
 };
 
 // Shape, dtype and device consistency of a problem, checked once before any

@@ -138,6 +138,15 @@ void set_override(const std::string& device_type, const std::string& name) {
   set_engine_override(parse_device_type(device_type), name);
 }
 
+std::vector<std::string> kernel_names_for(const std::string& device_type, const std::string& engine) {
+  return engine_by_name(parse_device_type(device_type), engine).kernel_names();
+}
+
+void set_kernel_override_for(const std::string& device_type, const std::string& engine,
+                             const std::string& kernel) {
+  engine_by_name(parse_device_type(device_type), engine).set_kernel_override(kernel);
+}
+
 // Sets the Python exception for the C++ exception in flight, keeping the
 // kind of core errors: ValueError, TypeError or RuntimeError.
 void set_python_error() {
@@ -222,4 +231,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("engine_for", guarded(&engine_name_for), py::arg("device"),
         "Name of the engine that runs problems on this device.");
   m.def("set_engine_override", guarded(&set_override), py::arg("device_type"), py::arg("name"));
+  m.def("kernel_names", guarded(&kernel_names_for), py::arg("device_type"), py::arg("engine"),
+        "Kernels (tile configurations) an engine chooses among; empty for single-kernel engines.");
+  m.def("set_kernel_override", guarded(&set_kernel_override_for), py::arg("device_type"),
+        py::arg("engine"), py::arg("kernel"),
+        "Force one kernel of an engine by name ('' restores the automatic choice).");
 }

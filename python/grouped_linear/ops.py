@@ -47,3 +47,15 @@ def set_engine_override(device_type: str, name: str) -> None:
 def engine_names(device_type: str):
     """Engines built for 'cpu' or 'cuda', the default first."""
     return list(_C.engine_names(device_type))
+
+
+def kernel_names(device_type: str, engine: str):
+    """Kernels (tile configurations) that `engine` chooses among; empty for
+    engines with a single kernel."""
+    return list(_C.kernel_names(device_type, engine))
+
+
+def set_kernel_override(device_type: str, engine: str, kernel: str) -> None:
+    """Force one kernel of `engine` by name, for tests and tuning ('' restores
+    the automatic choice)."""
+    _C.set_kernel_override(device_type, engine, kernel)

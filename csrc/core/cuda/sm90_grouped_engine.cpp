@@ -1,6 +1,7 @@
 #include "core/cuda/sm90_grouped_engine.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "core/cuda/cublas_engine.h"
@@ -24,7 +25,7 @@ bool packed(const GroupedMatrixView& m) {
 
 // Shapes every kernel of the family accepts: 16-byte aligned rows and group
 // starts (K and N multiples of 8 for 16-bit types) and a group count the
-// one-block setup kernel covers.
+// in-kernel scan covers.
 bool shape_fits(int64_t n, int64_t k, const GroupSizes& splits) {
   const int64_t limit = splits.host != nullptr ? sm90::kMaxHostGroups : sm90::kMaxGroups;
   return n > 0 && k > 0 && n % 8 == 0 && k % 8 == 0 && n < (int64_t{1} << 31) &&
@@ -62,6 +63,7 @@ GroupedLaunch make_launch(Role role, const GroupSizes& splits, int64_t rows, int
   launch.device_sizes = splits.host != nullptr ? nullptr : splits.device;
   launch.device_sizes_int64 = splits.device_dtype == DType::kInt64;
   launch.host_sizes = splits.host;
+  launch.device = ctx.device.index;
   launch.sm_count = device_info(ctx.device.index).sm_count;
   launch.stream = static_cast<cudaStream_t>(ctx.stream);
   return launch;
@@ -70,6 +72,17 @@ GroupedLaunch make_launch(Role role, const GroupSizes& splits, int64_t rows, int
 void run(const KernelEntry& kernel, const GroupedLaunch& launch, const ExecContext& ctx) {
   LaunchWorkspace workspace(ctx, kernel.workspace_size(launch));
   kernel.run(launch, workspace.get());
+}
+
+const KernelEntry* pick(Role role, DType input, DType output, const GroupSizes& splits,
+                        int64_t rows, int64_t n, int64_t k) {
+  sm90::GroupShape shape;
+  shape.total_rows = rows;
+  shape.num_groups = static_cast<int>(splits.num_groups);
+  shape.host_sizes = splits.host;
+  shape.n = n;
+  shape.k = k;
+  return sm90::select_kernel(role, input, output, shape);
 }
 
 std::vector<int64_t> host_offsets(const GroupSizes& splits) {
@@ -88,9 +101,18 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     return info.major == 9 && info.minor == 0;  // sm_90a code runs on sm_90 only
   }
 
+  std::vector<std::string> kernel_names() const override {
+    std::vector<std::string> names;
+    for (const KernelEntry& e : sm90::all_kernels()) names.emplace_back(e.name);
+    return names;
+  }
+
+  void set_kernel_override(const std::string& name) override { sm90::set_kernel_override(name); }
+
   void forward(const ForwardProblem& p, const ExecContext& ctx) override {
-    const KernelEntry kernel = sm90::find_kernel(Role::kForward, p.x.dtype, p.y.dtype);
-    if (!kernel.run || !shape_fits(p.w.rows, p.w.cols, p.splits) || !packed(p.x) || !packed(p.y) ||
+    const KernelEntry* kernel =
+        pick(Role::kForward, p.x.dtype, p.y.dtype, p.splits, p.x.rows, p.w.rows, p.w.cols);
+    if (kernel == nullptr || !shape_fits(p.w.rows, p.w.cols, p.splits) || !packed(p.x) || !packed(p.y) ||
         !packed(p.w) || !available(ctx.device)) {
       cublas_engine().forward(p, ctx);
       return;
@@ -105,12 +127,13 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
       fill_bias(p, launch.stream);
       launch.beta = 1.f;
     }
-    run(kernel, launch, ctx);
+    run(*kernel, launch, ctx);
   }
 
   void dgrad(const DgradProblem& p, const ExecContext& ctx) override {
-    const KernelEntry kernel = sm90::find_kernel(Role::kDgrad, p.dy.dtype, p.dx.dtype);
-    if (!kernel.run || !shape_fits(p.w.rows, p.w.cols, p.splits) || !packed(p.dy) ||
+    const KernelEntry* kernel =
+        pick(Role::kDgrad, p.dy.dtype, p.dx.dtype, p.splits, p.dy.rows, p.w.rows, p.w.cols);
+    if (kernel == nullptr || !shape_fits(p.w.rows, p.w.cols, p.splits) || !packed(p.dy) ||
         !packed(p.dx) || !packed(p.w) || !available(ctx.device)) {
       cublas_engine().dgrad(p, ctx);
       return;
@@ -120,13 +143,14 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     launch.a = p.dy.data;
     launch.b = p.w.data;
     launch.d = p.dx.data;
-    run(kernel, launch, ctx);
+    run(*kernel, launch, ctx);
   }
 
   void wgrad(const WgradProblem& p, const ExecContext& ctx) override {
     const DType out = p.dw.present ? p.dw.dtype : p.x.dtype;
-    const KernelEntry kernel = sm90::find_kernel(Role::kWgrad, p.x.dtype, out);
-    if (!kernel.run || !shape_fits(p.dy.cols, p.x.cols, p.splits) || !packed(p.dy) ||
+    const KernelEntry* kernel =
+        pick(Role::kWgrad, p.x.dtype, out, p.splits, p.x.rows, p.dy.cols, p.x.cols);
+    if (kernel == nullptr || !shape_fits(p.dy.cols, p.x.cols, p.splits) || !packed(p.dy) ||
         !packed(p.x) || (p.dw.present && !packed(p.dw)) || !available(ctx.device)) {
       cublas_engine().wgrad(p, ctx);
       return;
@@ -140,7 +164,7 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     launch.b = p.x.data;
     launch.d = p.dw.data;
     launch.beta = p.accumulate ? 1.f : 0.f;
-    run(kernel, launch, ctx);
+    run(*kernel, launch, ctx);
   }
 
  private:

@@ -1,18 +1,21 @@
 // The kernel family behind grouped_gemm_sm90.h: a CUTLASS 3 pointer-array
 // grouped GEMM (TMA loads, wgmma, warp-specialized persistent CTAs, the
-// grouped tile scheduler reading problem shapes on the device) and the setup
-// kernel that writes its per-group arguments. Each instantiation lives in its
-// own .cu file so they compile in parallel.
+// grouped tile scheduler reading problem shapes on the device), entered
+// through our own __global__ that first writes the per-group arguments.
+// Each instantiation lives in its own .cu file so they compile in parallel.
 #pragma once
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
+#include <cutlass/device_kernel.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
-#include <cutlass/gemm/device/gemm_universal_adapter.h>
 #include <cutlass/gemm/group_array_problem_shape.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/util/packed_stride.hpp>
+
+#include <atomic>
+#include <type_traits>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
@@ -20,9 +23,12 @@
 namespace grouped_linear::cuda::sm90 {
 
 // Tile and schedule of one kernel. Cooperative: two consumer warpgroups share
-// one 128 x N tile; Pingpong: they alternate between tiles.
+// one tile (each takes half its rows); Pingpong: each warpgroup owns a whole
+// tile and the two alternate, so one's epilogue overlaps the other's MMAs.
 template <int TileM, int TileN, int TileK, int ClusterM, bool Cooperative>
 struct TileConfig {
+  static constexpr int kTileM = TileM;
+  static constexpr int kTileN = TileN;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Int<TileK>>;
   using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::_1, cute::_1>;
   using KernelSchedule =
@@ -77,7 +83,7 @@ struct GroupedGemm {
       typename Config::KernelSchedule>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
-  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using Params = typename Kernel::Params;
   using StrideA = typename Kernel::InternalStrideA;
   using StrideB = typename Kernel::InternalStrideB;
   using StrideC = typename Kernel::InternalStrideC;
@@ -99,7 +105,7 @@ struct GroupedGemm {
   };
 };
 
-// Arguments of the setup kernel, passed by value. Host group sizes ride along
+// Group sizes and operand bases, passed by value. Host group sizes ride along
 // (4 KiB), so a host m_splits costs no copy.
 struct SetupArgs {
   int num_groups;
@@ -112,70 +118,103 @@ struct SetupArgs {
   int32_t host_sizes[kMaxHostGroups];
 };
 
-// One block: scan the group sizes, then write each group's shape, pointers
-// and strides. Sizes from the device are clamped (negative -> 0, rows past T
-// dropped) so bad device input cannot make the GEMM read or write out of
-// bounds; host sizes were validated before the launch.
+// Run by every CTA before its GEMM work: scan the group sizes (warp 0, in
+// `scratch`), then write each group's shape, pointers and strides. Every CTA
+// writes the same values, and reads only after its own writes, so no CTA
+// depends on another and no second launch is needed. Device sizes are
+// clamped (negative -> 0, rows past T dropped) so bad device input cannot
+// make the GEMM read or write out of bounds; host sizes were validated.
 template <Role R, class GG, class ElementIn, class ElementOut>
-__global__ void setup_grouped_arguments(SetupArgs args, typename GG::Arrays out) {
-  __shared__ int64_t scan[kMaxGroups];
-  const int g = threadIdx.x;
-  int64_t size = 0;
-  if (g < args.num_groups) {
+__device__ void write_group_arguments(const SetupArgs& args, const typename GG::Arrays& out,
+                                      int64_t* scratch) {
+  const int groups = args.num_groups;
+  auto size_of = [&](int g) -> int64_t {
+    int64_t size;
     if (args.device_sizes == nullptr)
       size = args.host_sizes[g];
     else if (args.device_sizes_int64)
       size = static_cast<const int64_t*>(args.device_sizes)[g];
     else
       size = static_cast<const int32_t*>(args.device_sizes)[g];
-    size = size < 0 ? 0 : size;
-  }
-  scan[g] = size;
-  __syncthreads();
-  for (int step = 1; step < blockDim.x; step <<= 1) {
-    const int64_t add = g >= step ? scan[g - step] : 0;
-    __syncthreads();
-    scan[g] += add;
-    __syncthreads();
-  }
-  for (int64_t i = g; i < out.zeros_count; i += blockDim.x) out.zeros[i] = ElementIn(0.f);
-  if (g >= args.num_groups) return;
+    return size < 0 ? 0 : size;
+  };
 
-  const int64_t begin = min(scan[g] - size, args.total_rows);
-  const int64_t end = min(scan[g], args.total_rows);
-  const int m = static_cast<int>(end - begin);
-  const int n = static_cast<int>(args.n), k = static_cast<int>(args.k);
+  // Warp 0: lane l sums a contiguous chunk, the lanes scan their sums with
+  // shuffles, then each lane writes its chunk's exclusive prefix (begin rows).
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    const int chunk = (groups + 31) / 32;
+    const int first = lane * chunk, last = min(first + chunk, groups);
+    int64_t sum = 0;
+    for (int g = first; g < last; ++g) sum += size_of(g);
+    int64_t inclusive = sum;
+    for (int step = 1; step < 32; step <<= 1) {
+      const int64_t up = __shfl_up_sync(0xffffffffu, inclusive, step);
+      if (lane >= step) inclusive += up;
+    }
+    int64_t begin = inclusive - sum;
+    for (int g = first; g < last; ++g) {
+      scratch[g] = begin;
+      begin += size_of(g);
+    }
+  }
+  __syncthreads();
+
+  for (int64_t i = threadIdx.x; i < out.zeros_count; i += blockDim.x) out.zeros[i] = ElementIn(0.f);
   const ElementIn* a = static_cast<const ElementIn*>(args.a);
   const ElementIn* b = static_cast<const ElementIn*>(args.b);
   ElementOut* d = static_cast<ElementOut*>(args.d);
-
-  int gm, gn, gk;
-  if constexpr (R == Role::kForward) {
-    gm = m, gn = n, gk = k;
-    out.ptr_a[g] = a + begin * k;
-    out.ptr_b[g] = b + static_cast<int64_t>(g) * n * k;
-    out.ptr_d[g] = d + begin * n;
-  } else if constexpr (R == Role::kDgrad) {
-    gm = m, gn = k, gk = n;
-    out.ptr_a[g] = a + begin * n;
-    out.ptr_b[g] = b + static_cast<int64_t>(g) * n * k;
-    out.ptr_d[g] = d + begin * k;
-  } else {
-    gm = n, gn = k, gk = m;
-    out.ptr_a[g] = a + begin * n;
-    out.ptr_b[g] = b + begin * k;
-    out.ptr_d[g] = d + static_cast<int64_t>(g) * n * k;
-    if (m == 0) {  // CUTLASS leaves accumulators unset for K = 0: multiply zeros instead
-      gk = 1;
-      out.ptr_a[g] = out.zeros;
-      out.ptr_b[g] = out.zeros;
+  const int n = static_cast<int>(args.n), k = static_cast<int>(args.k);
+  for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+    const int64_t begin = min(scratch[g], args.total_rows);
+    const int64_t end = min(scratch[g] + size_of(g), args.total_rows);
+    const int m = static_cast<int>(end - begin);
+    int gm, gn, gk;
+    if constexpr (R == Role::kForward) {
+      gm = m, gn = n, gk = k;
+      out.ptr_a[g] = a + begin * k;
+      out.ptr_b[g] = b + static_cast<int64_t>(g) * n * k;
+      out.ptr_d[g] = d + begin * n;
+    } else if constexpr (R == Role::kDgrad) {
+      gm = m, gn = k, gk = n;
+      out.ptr_a[g] = a + begin * n;
+      out.ptr_b[g] = b + static_cast<int64_t>(g) * n * k;
+      out.ptr_d[g] = d + begin * k;
+    } else {
+      gm = n, gn = k, gk = m;
+      out.ptr_a[g] = a + begin * n;
+      out.ptr_b[g] = b + begin * k;
+      out.ptr_d[g] = d + static_cast<int64_t>(g) * n * k;
+      if (m == 0) {  // CUTLASS leaves accumulators unset for K = 0: multiply zeros instead
+        gk = 1;
+        out.ptr_a[g] = out.zeros;
+        out.ptr_b[g] = out.zeros;
+      }
     }
+    out.problems[g] = cute::make_shape(gm, gn, gk);
+    out.stride_a[g] = cutlass::make_cute_packed_stride(typename GG::StrideA{}, cute::make_shape(gm, gk, 1));
+    out.stride_b[g] = cutlass::make_cute_packed_stride(typename GG::StrideB{}, cute::make_shape(gn, gk, 1));
+    out.stride_c[g] = cutlass::make_cute_packed_stride(typename GG::StrideC{}, cute::make_shape(gm, gn, 1));
+    out.stride_d[g] = cutlass::make_cute_packed_stride(typename GG::StrideD{}, cute::make_shape(gm, gn, 1));
   }
-  out.problems[g] = cute::make_shape(gm, gn, gk);
-  out.stride_a[g] = cutlass::make_cute_packed_stride(typename GG::StrideA{}, cute::make_shape(gm, gk, 1));
-  out.stride_b[g] = cutlass::make_cute_packed_stride(typename GG::StrideB{}, cute::make_shape(gn, gk, 1));
-  out.stride_c[g] = cutlass::make_cute_packed_stride(typename GG::StrideC{}, cute::make_shape(gm, gn, 1));
-  out.stride_d[g] = cutlass::make_cute_packed_stride(typename GG::StrideD{}, cute::make_shape(gm, gn, 1));
+  // The zeros are read by TMA (the async proxy): order the generic writes first.
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+  __syncthreads();
+}
+
+// The kernel: argument setup, then CUTLASS's GEMM in the same CTA. Launch
+// bounds and the grid-constant Params match cutlass::device_kernel.
+template <Role R, class GG, class ElementIn, class ElementOut>
+__global__ __launch_bounds__(GG::Kernel::MaxThreadsPerBlock, GG::Kernel::MinBlocksPerMultiprocessor)
+void grouped_gemm_kernel(CUTLASS_GRID_CONSTANT typename GG::Params const params,
+                         CUTLASS_GRID_CONSTANT SetupArgs const setup,
+                         CUTLASS_GRID_CONSTANT typename GG::Arrays const arrays) {
+  // Dynamic shared memory only: a static __shared__ here would shift the
+  // base of CUTLASS's shared storage off the alignment its swizzles need.
+  extern __shared__ char smem[];
+  write_group_arguments<R, GG, ElementIn, ElementOut>(setup, arrays, reinterpret_cast<int64_t*>(smem));
+  typename GG::Kernel op;
+  op(params, smem);
 }
 
 inline size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -183,14 +222,19 @@ inline size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 template <Role R, class ElementIn, class ElementOut, class Config>
 struct GroupedGemmRunner {
   using GG = GroupedGemm<R, ElementIn, ElementOut, Config>;
-  using Gemm = typename GG::Gemm;
+  using Kernel = typename GG::Kernel;
+  using Params = typename GG::Params;
+  static constexpr int kSharedBytes = Kernel::SharedStorageSize;
+  static_assert(kSharedBytes >= kMaxGroups * static_cast<int>(sizeof(int64_t)),
+                "the group-size scan borrows the GEMM's shared memory");
 
   static int64_t zeros_count(const GroupedLaunch& l) {
     return R == Role::kWgrad ? std::max(l.n, l.k) : 0;
   }
 
-  static typename Gemm::Arguments arguments(const GroupedLaunch& l, const typename GG::Arrays& arrays) {
-    typename Gemm::Arguments args;
+  static typename Kernel::Arguments arguments(const GroupedLaunch& l,
+                                              const typename GG::Arrays& arrays) {
+    typename Kernel::Arguments args;
     args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
     args.problem_shape = {l.num_groups, arrays.problems, nullptr};
     args.mainloop = {arrays.ptr_a, arrays.stride_a, arrays.ptr_b, arrays.stride_b};
@@ -203,8 +247,8 @@ struct GroupedGemmRunner {
     args.epilogue.dC = arrays.stride_c;
     args.epilogue.ptr_D = arrays.ptr_d;
     args.epilogue.dD = arrays.stride_d;
+    args.hw_info.device_id = l.device;
     args.hw_info.sm_count = l.sm_count;
-    cudaGetDevice(&args.hw_info.device_id);
     return args;
   }
 
@@ -236,14 +280,62 @@ struct GroupedGemmRunner {
   static size_t workspace_size(const GroupedLaunch& l) {
     typename GG::Arrays arrays{};
     const size_t own = carve(l, nullptr, &arrays);
-    return own + align_up(Gemm::get_workspace_size(arguments(l, arrays)));
+    return own + align_up(Kernel::get_workspace_size(arguments(l, arrays)));
+  }
+
+  // CUTLASS's Params hold the argument-array pointers (all inside the
+  // workspace), the group count, beta and tensor maps built from placeholder
+  // shapes; nothing else of the call. The caching allocator hands a
+  // same-sized workspace back at the same address, so in steady state the
+  // last Params are reused and the host skips the tensor-map encodes.
+  struct ParamsCache {
+    bool valid = false;
+    int device = -1, num_groups = 0, sm_count = 0;
+    float beta = 0.f;
+    const void* workspace = nullptr;
+    Params params;
+  };
+
+  static const Params& params_for(const GroupedLaunch& l, const typename GG::Arrays& arrays,
+                                  const void* workspace) {
+    thread_local ParamsCache cache;
+    if (cache.valid && cache.device == l.device && cache.workspace == workspace &&
+        cache.num_groups == l.num_groups && cache.beta == l.beta && cache.sm_count == l.sm_count)
+      return cache.params;
+    const auto args = arguments(l, arrays);
+    GL_CHECK(Kernel::can_implement(args), "CUTLASS grouped GEMM cannot run these arguments (",
+             l.num_groups, " groups, n=", l.n, ", k=", l.k, ")");
+    const cutlass::Status status =
+        Kernel::initialize_workspace(args, arrays.cutlass_workspace, l.stream, nullptr);
+    GL_CHECK(status == cutlass::Status::kSuccess, "CUTLASS workspace initialisation failed: ",
+             cutlassGetStatusString(status));
+    cache.valid = false;
+    cache.params = Kernel::to_underlying_arguments(args, arrays.cutlass_workspace);
+    cache.device = l.device;
+    cache.workspace = workspace;
+    cache.num_groups = l.num_groups;
+    cache.beta = l.beta;
+    cache.sm_count = l.sm_count;
+    cache.valid = true;
+    return cache.params;
+  }
+
+  // The dynamic shared-memory opt-in is a per-device function attribute: set
+  // once per device, not per call.
+  static void allow_shared_memory(int device) {
+    static std::atomic<uint64_t> done{0};
+    const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+    if (bit != 0 && (done.load(std::memory_order_acquire) & bit)) return;
+    GL_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<R, GG, ElementIn, ElementOut>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
+    done.fetch_or(bit, std::memory_order_release);
   }
 
   static void run(const GroupedLaunch& l, void* workspace) {
     typename GG::Arrays arrays{};
     carve(l, workspace, &arrays);
 
-    SetupArgs setup{};
+    SetupArgs setup;
     setup.num_groups = l.num_groups;
     setup.total_rows = l.total_rows;
     setup.n = l.n;
@@ -255,22 +347,43 @@ struct GroupedGemmRunner {
     setup.d = l.d;
     if (l.device_sizes == nullptr)
       for (int g = 0; g < l.num_groups; ++g) setup.host_sizes[g] = static_cast<int32_t>(l.host_sizes[g]);
-    const int threads = std::max(32, (l.num_groups + 31) / 32 * 32);
-    setup_grouped_arguments<R, GG, ElementIn, ElementOut><<<1, threads, 0, l.stream>>>(setup, arrays);
-    GL_CUDA_CHECK_LAUNCH();
 
-    Gemm gemm;
-    const auto args = arguments(l, arrays);
-    cutlass::Status status = gemm.initialize(args, arrays.cutlass_workspace, l.stream);
-    GL_CHECK(status == cutlass::Status::kSuccess, "CUTLASS grouped GEMM initialize failed: ",
-             cutlassGetStatusString(status));
-    status = gemm.run(l.stream);
-    GL_CHECK(status == cutlass::Status::kSuccess, "CUTLASS grouped GEMM launch failed: ",
-             cutlassGetStatusString(status));
-    GL_CUDA_CHECK_LAUNCH();
+    const Params& params = params_for(l, arrays, workspace);
+    allow_shared_memory(l.device);
+
+    cudaLaunchConfig_t config{};
+    config.gridDim = Kernel::get_grid_shape(params);
+    config.blockDim = Kernel::get_block_shape();
+    config.dynamicSmemBytes = kSharedBytes;
+    config.stream = l.stream;
+    cudaLaunchAttribute cluster{};
+    constexpr int kCluster = cute::size(typename Config::ClusterShape{});
+    if constexpr (kCluster > 1) {
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = kCluster;
+      cluster.val.clusterDim.y = 1;
+      cluster.val.clusterDim.z = 1;
+      config.attrs = &cluster;
+      config.numAttrs = 1;
+    }
+    GL_CUDA_CHECK(cudaLaunchKernelEx(&config, grouped_gemm_kernel<R, GG, ElementIn, ElementOut>,
+                                     params, setup, arrays));
   }
 
-  static KernelEntry entry() { return KernelEntry{&workspace_size, &run}; }
+  static KernelEntry entry(const char* name) {
+    KernelEntry e;
+    e.name = name;
+    e.role = R;
+    e.input = std::is_same_v<ElementIn, cutlass::bfloat16_t> ? DType::kBFloat16 : DType::kFloat16;
+    e.output = std::is_same_v<ElementOut, float>                 ? DType::kFloat32
+               : std::is_same_v<ElementOut, cutlass::bfloat16_t> ? DType::kBFloat16
+                                                                 : DType::kFloat16;
+    e.tile_m = Config::kTileM;
+    e.tile_n = Config::kTileN;
+    e.workspace_size = &workspace_size;
+    e.run = &run;
+    return e;
+  }
 };
 
 }  // namespace grouped_linear::cuda::sm90

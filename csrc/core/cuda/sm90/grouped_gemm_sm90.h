@@ -1,7 +1,8 @@
-// Hopper (sm_90a) grouped GEMM kernels: one launch of a CUTLASS 3 pointer-array
-// kernel per role, after one tiny setup kernel that turns the group sizes
-// (on the device, or on the host as kernel arguments) into per-group
-// problem shapes and pointers. No host sync, so CUDA graphs capture it.
+// Hopper (sm_90a) grouped GEMM kernels: one launch per role. Each launch is a
+// CUTLASS 3 pointer-array grouped GEMM whose CTAs first turn the group sizes
+// (on the device, or on the host as kernel arguments) into per-group problem
+// shapes and pointers. No host sync and no second launch, so CUDA graphs
+// capture it and the host pays for one launch.
 //
 // Operand roles (row-major torch tensors, CUTLASS M x N x K per group):
 //   fwd    Y_g[m, N]  = X_g[m, K]  · W_g[N, K]ᵀ    M = m_g, N = N,  K = K
@@ -13,6 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -20,10 +23,12 @@ namespace grouped_linear::cuda::sm90 {
 
 enum class Role : uint8_t { kForward, kDgrad, kWgrad };
 
-// Host group sizes travel inside the setup kernel's arguments up to this many
+const char* role_name(Role role);
+
+// Host group sizes travel inside the kernel's arguments up to this many
 // groups; more groups take the fallback engine.
 constexpr int kMaxHostGroups = 1024;
-// The setup kernel is one block; device group sizes up to this many groups.
+// Device group sizes: the in-kernel scan covers up to this many groups.
 constexpr int kMaxGroups = 1024;
 
 struct GroupedLaunch {
@@ -44,6 +49,7 @@ struct GroupedLaunch {
   void* d = nullptr;
   float beta = 0.f;  // 1: D += (bias pre-filled into Y, or main_grad accumulation)
 
+  int device = 0;
   int sm_count = 0;
   cudaStream_t stream = nullptr;
 };
@@ -53,13 +59,38 @@ struct GroupedLaunch {
 using WorkspaceSizeFn = size_t (*)(const GroupedLaunch&);
 using RunFn = void (*)(const GroupedLaunch&, void* workspace);
 
+// One compiled kernel: a role, dtypes and a tile configuration.
 struct KernelEntry {
+  const char* name = nullptr;  // e.g. "forward_bf16_coop_128x256"
+  Role role = Role::kForward;
+  DType input = DType::kBFloat16;
+  DType output = DType::kBFloat16;
+  int tile_m = 0;  // CUTLASS M of a tile: rows of X/dY (fwd, dgrad) or of dW (wgrad)
+  int tile_n = 0;
   WorkspaceSizeFn workspace_size = nullptr;
   RunFn run = nullptr;
 };
 
-// The kernel for a role, input dtype and output dtype; {nullptr, nullptr} when
-// none is built for that combination.
-KernelEntry find_kernel(Role role, DType input, DType output);
+// Every kernel built into this library (tuning builds add candidates).
+const std::vector<KernelEntry>& all_kernels();
+
+// What the engine knows about the groups when it picks a kernel: the rows of
+// every group when they are on the host, else only their count and total.
+struct GroupShape {
+  int64_t total_rows = 0;
+  int num_groups = 0;
+  const int64_t* host_sizes = nullptr;  // may be null
+  int64_t n = 0;
+  int64_t k = 0;
+};
+
+// The kernel for a role, input dtype and output dtype, chosen for the group
+// shape; nullptr when none is built for that combination. A name set with
+// set_kernel_override wins when it names a kernel of that role and dtypes.
+const KernelEntry* select_kernel(Role role, DType input, DType output, const GroupShape& shape);
+
+// Tuning and tests: force a kernel by name ("" restores the automatic choice).
+// Throws when no built kernel has that name.
+void set_kernel_override(const std::string& name);
 
 }  // namespace grouped_linear::cuda::sm90

@@ -1,18 +1,44 @@
-// One function per kernel instantiation, each defined in its own .cu file
-// (named after the function) so that they compile in parallel.
+// Every kernel instantiation, as an X-macro list. Each is defined in its own
+// .cu file named after it (kernels/ always, tuning/ only in tuning builds:
+// -DGL_SM90_TUNING=ON) so that they compile in parallel.
 #pragma once
 
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 
+#define GL_SM90_KERNELS(X)          \
+  X(forward_bf16_coop128x256)       \
+  X(forward_bf16_ping64x256)        \
+  X(forward_fp16_coop128x256)       \
+  X(forward_fp16_ping64x256)        \
+  X(dgrad_bf16_coop128x256)         \
+  X(dgrad_bf16_ping64x256)          \
+  X(dgrad_fp16_coop128x256)         \
+  X(dgrad_fp16_ping64x256)          \
+  X(wgrad_bf16_coop128x256)         \
+  X(wgrad_bf16_coop256x128)         \
+  X(wgrad_fp16_coop128x256)         \
+  X(wgrad_fp16_coop256x128)         \
+  X(wgrad_bf16_to_fp32_coop128x256) \
+  X(wgrad_bf16_to_fp32_coop256x128) \
+  X(wgrad_fp16_to_fp32_coop128x256) \
+  X(wgrad_fp16_to_fp32_coop256x128)
+
+// Candidates measured by `python -m bench.tune_sm90` and not chosen
+// automatically (they lost on every benchmark case, BENCHMARKS.md).
+#define GL_SM90_TUNING_KERNELS(X) \
+  X(forward_bf16_coop128x128)     \
+  X(forward_bf16_ping128x128)     \
+  X(dgrad_bf16_coop128x128)       \
+  X(dgrad_bf16_ping128x128)       \
+  X(wgrad_bf16_ping128x128)       \
+  X(wgrad_bf16_ping64x256)        \
+  X(wgrad_bf16_coop128x128)
+
 namespace grouped_linear::cuda::sm90 {
 
-KernelEntry forward_bf16();
-KernelEntry forward_fp16();
-KernelEntry dgrad_bf16();
-KernelEntry dgrad_fp16();
-KernelEntry wgrad_bf16();
-KernelEntry wgrad_fp16();
-KernelEntry wgrad_bf16_into_fp32();
-KernelEntry wgrad_fp16_into_fp32();
+#define GL_SM90_DECLARE(fn) KernelEntry fn();
+GL_SM90_KERNELS(GL_SM90_DECLARE)
+GL_SM90_TUNING_KERNELS(GL_SM90_DECLARE)
+#undef GL_SM90_DECLARE
 
 }  // namespace grouped_linear::cuda::sm90

@@ -1,24 +1,117 @@
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 #include "core/cuda/sm90/kernel_entries.h"
+#include "core/error.h"
 
 namespace grouped_linear::cuda::sm90 {
+namespace {
 
-KernelEntry find_kernel(Role role, DType input, DType output) {
-  const bool bf16 = input == DType::kBFloat16, fp16 = input == DType::kFloat16;
-  if (!bf16 && !fp16) return {};
+struct Table {
+  std::vector<KernelEntry> kernels;
+  size_t automatic = 0;  // kernels[0, automatic) may be chosen automatically
+};
+
+const Table& table() {
+  static const Table t = [] {
+    Table built;
+#define GL_SM90_ADD(fn) built.kernels.push_back(fn());
+    GL_SM90_KERNELS(GL_SM90_ADD)
+    built.automatic = built.kernels.size();
+#ifdef GL_SM90_TUNING
+    GL_SM90_TUNING_KERNELS(GL_SM90_ADD)
+#endif
+#undef GL_SM90_ADD
+    return built;
+  }();
+  return t;
+}
+
+std::atomic<bool> g_has_override{false};
+std::mutex g_override_mutex;
+std::string g_override;
+
+bool matches(const KernelEntry& e, Role role, DType input, DType output) {
+  return e.role == role && e.input == input && e.output == output;
+}
+
+// Rows the tiles of height `tile` cover: every group rounds up to whole tiles.
+int64_t padded_rows(const GroupShape& shape, int tile) {
+  int64_t rows = 0;
+  for (int g = 0; g < shape.num_groups; ++g) rows += (shape.host_sizes[g] + tile - 1) / tile * tile;
+  return rows;
+}
+
+// The automatic choice, from the H200 measurements of `python -m
+// bench.tune_sm90` (BENCHMARKS.md):
+//  - fwd/dgrad: 128x256 cooperative tiles are the fastest on full tiles; the
+//    64x256 pingpong kernel is about 0.92 of that per tile but pads each
+//    group to 64 rows instead of 128. Take it when the padding it saves is
+//    worth more: with host sizes, when the 128-row padding exceeds the
+//    64-row one by 9%; with device sizes (unknown per group), when groups
+//    average under 384 rows, where routed (skewed) groups lose most.
+//  - wgrad: each group's reduction is its own rows; with few of them (under
+//    1024 on average) 256x128 tiles beat 128x256 (up to 0.70 against 0.53
+//    of dense), with long reductions 128x256 wins.
+int preferred_tile_m(Role role, const GroupShape& shape) {
+  if (shape.num_groups <= 0 || shape.total_rows <= 0) return 128;
+  const int64_t average = shape.total_rows / shape.num_groups;
+  if (role == Role::kWgrad) return average < 1024 ? 256 : 128;
+  if (shape.host_sizes == nullptr) return average < 384 ? 64 : 128;
+  return padded_rows(shape, 128) * 100 > padded_rows(shape, 64) * 109 ? 64 : 128;
+}
+
+}  // namespace
+
+const char* role_name(Role role) {
   switch (role) {
     case Role::kForward:
-      if (output == input) return bf16 ? forward_bf16() : forward_fp16();
-      return {};
+      return "forward";
     case Role::kDgrad:
-      if (output == input) return bf16 ? dgrad_bf16() : dgrad_fp16();
-      return {};
+      return "dgrad";
     case Role::kWgrad:
-      if (output == input) return bf16 ? wgrad_bf16() : wgrad_fp16();
-      if (output == DType::kFloat32) return bf16 ? wgrad_bf16_into_fp32() : wgrad_fp16_into_fp32();
-      return {};
+      return "wgrad";
   }
-  return {};
+  return "?";
+}
+
+const std::vector<KernelEntry>& all_kernels() { return table().kernels; }
+
+const KernelEntry* select_kernel(Role role, DType input, DType output, const GroupShape& shape) {
+  const Table& t = table();
+  if (g_has_override.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(g_override_mutex);
+    for (const KernelEntry& e : t.kernels)
+      if (matches(e, role, input, output) && g_override == e.name) return &e;
+  }
+  const int tile_m = preferred_tile_m(role, shape);
+  const KernelEntry* any = nullptr;
+  for (size_t i = 0; i < t.automatic; ++i) {
+    const KernelEntry& e = t.kernels[i];
+    if (!matches(e, role, input, output)) continue;
+    if (e.tile_m == tile_m) return &e;
+    if (any == nullptr) any = &e;
+  }
+  return any;
+}
+
+void set_kernel_override(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_override_mutex);
+  if (!name.empty()) {
+    bool known = false;
+    std::string names;
+    for (const KernelEntry& e : table().kernels) {
+      known = known || name == e.name;
+      names += names.empty() ? "" : ", ";
+      names += e.name;
+    }
+    GL_CHECK_VALUE(known, "kernel: got '", name, "', expected one of the built sm90 kernels: ", names);
+  }
+  g_override = name;
+  g_has_override.store(!name.empty(), std::memory_order_release);
 }
 
 }  // namespace grouped_linear::cuda::sm90

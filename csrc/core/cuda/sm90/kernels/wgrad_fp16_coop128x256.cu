@@ -1,0 +1,3 @@
+#include "core/cuda/sm90/kernel_configs.cuh"
+
+GL_SM90_KERNEL(wgrad_fp16_coop128x256, kWgrad, cutlass::half_t, cutlass::half_t, Coop128x256)

@@ -1,0 +1,3 @@
+#include "core/cuda/sm90/kernel_configs.cuh"
+
+GL_SM90_KERNEL(wgrad_fp16_to_fp32_coop128x256, kWgrad, cutlass::half_t, float, Coop128x256)

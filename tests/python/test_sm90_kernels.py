@@ -1,0 +1,110 @@
+"""Every kernel of the sm90_grouped engine, forced by name, against the float64
+reference (skipped without an sm_90 GPU). The engine picks among these per
+problem, so each must be right on its own: random group sizes with empty
+groups, K and N that are not multiples of the tile, host and device m_splits,
+NaN-poisoned outputs."""
+
+import pytest
+import torch
+
+import grouped_linear
+from grouped_linear import ops
+
+from gl_testutil import (assert_close_rel, assert_empty_groups_zero, make_splits, randn,
+                         ref_dgrad, ref_forward, ref_wgrad)
+
+ENGINE = "sm90_grouped"
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _kernels():
+    if not grouped_linear.with_cuda or ENGINE not in ops.engine_names("cuda"):
+        return []
+    return ops.kernel_names("cuda", ENGINE)
+
+
+def _sm90_available():
+    return (torch.cuda.is_available() and grouped_linear.with_cuda
+            and torch.cuda.get_device_capability() == (9, 0))
+
+
+KERNELS = _kernels() or [pytest.param("none", marks=pytest.mark.skip(
+    reason=f"grouped_linear was built without the {ENGINE} engine"))]
+
+# (groups, rows, K, N): K and N multiples of 8 (what the kernels take) but not
+# of any tile; group counts around one wave of CTAs and beyond.
+CASES = [(7, 300, 136, 200), (40, 1000, 72, 264), (3, 517, 520, 64)]
+
+
+@pytest.fixture
+def kernel(request):
+    if not _sm90_available():
+        pytest.skip("needs an sm_90 GPU")
+    name = request.param
+    ops.set_kernel_override("cuda", ENGINE, name)
+    request.addfinalizer(lambda: ops.set_kernel_override("cuda", ENGINE, ""))
+    return name
+
+
+def pytest_generate_tests(metafunc):
+    if "kernel" in metafunc.fixturenames:
+        metafunc.parametrize("kernel", KERNELS, indirect=True)
+
+
+def _nan(shape, dtype):
+    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+
+
+@pytest.mark.parametrize("device_splits", [False, True], ids=["host_splits", "device_splits"])
+@pytest.mark.parametrize("case", CASES, ids=[f"G{g}-T{t}-K{k}-N{n}" for g, t, k, n in CASES])
+def test_kernel_matches_reference(kernel, case, device_splits, gen):
+    role = kernel.split("_")[0]
+    dtype = DTYPES[kernel.split("_")[1]]
+    groups, rows, k, n = case
+    splits = make_splits(gen, rows, groups, "random_with_zeros")
+    m_splits = torch.tensor(splits, device="cuda") if device_splits else splits
+    x = randn(gen, rows, k, dtype=dtype, device="cuda")
+    w = randn(gen, groups, n, k, dtype=dtype, device="cuda", scale=k ** -0.5)
+    dy = randn(gen, rows, n, dtype=dtype, device="cuda")
+    if role == "forward":
+        out = _nan((rows, n), dtype)
+        ops.forward(x, w, None, m_splits, out=out, engine=ENGINE)
+        assert not torch.isnan(out).any(), f"{kernel} left elements of out unwritten"
+        assert_close_rel(out, ref_forward(x, w, None, splits), dtype, kernel)
+    elif role == "dgrad":
+        out = _nan((rows, k), dtype)
+        ops.dgrad(dy, w, m_splits, out=out, engine=ENGINE)
+        assert not torch.isnan(out).any(), f"{kernel} left elements of out unwritten"
+        assert_close_rel(out, ref_dgrad(dy, w, splits), dtype, kernel)
+    elif "to_fp32" in kernel:
+        # The main_grad form: float32 accumulation into a buffer with prior values.
+        prior = randn(gen, groups, n, k, device="cuda")
+        buffer = prior.clone()
+        ops.wgrad(dy, x, m_splits, grad_weight=buffer, accumulate=True, engine=ENGINE)
+        dw_ref, _ = ref_wgrad(dy, x, splits)
+        assert_close_rel(buffer, prior.to("cpu", torch.float64) + dw_ref, torch.float32, kernel)
+        for g, m in enumerate(splits):
+            if m == 0:
+                assert torch.equal(buffer[g], prior[g]), f"{kernel}: empty group {g} changed"
+    else:
+        out = _nan((groups, n, k), dtype)
+        ops.wgrad(dy, x, m_splits, grad_weight=out, engine=ENGINE)
+        assert not torch.isnan(out).any(), f"{kernel} left elements of grad_weight unwritten"
+        dw_ref, _ = ref_wgrad(dy, x, splits)
+        assert_close_rel(out, dw_ref, dtype, kernel)
+        assert_empty_groups_zero(out, splits, kernel)
+
+
+def test_unknown_kernel_name_is_an_error():
+    if not _kernels():
+        pytest.skip(f"grouped_linear was built without the {ENGINE} engine")
+    with pytest.raises(ValueError, match="kernel: got 'no_such_kernel', expected one of"):
+        ops.set_kernel_override("cuda", ENGINE, "no_such_kernel")
+    ops.set_kernel_override("cuda", ENGINE, "")
+
+
+def test_engines_without_kernels_reject_names():
+    assert ops.kernel_names("cpu", "cpu_reference") == []
+    with pytest.raises(ValueError, match="has no named kernels"):
+        ops.set_kernel_override("cpu", "cpu_reference", "anything")
+    ops.set_kernel_override("cpu", "cpu_reference", "")  # clearing is always allowed
