@@ -24,13 +24,6 @@ set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
-# Every binary here is linked by the C++ compiler, which adds the C++ runtime
-# itself. CMake would also append the host libraries it saw nvcc's host
-# compiler link (stdc++, m, gcc_s, ...); where that -lstdc++ resolves to
-# libstdc++.a, part of the C++ runtime is copied into _C.so with locale state
-# of its own, and formatting a number there crashes (seen on the H200
-# machine: every error message with a number in it segfaulted).
-set(CMAKE_CUDA_IMPLICIT_LINK_LIBRARIES "")
 
 add_library(gl_cublas INTERFACE)
 if(TARGET CUDA::cublas AND EXISTS "${CUDAToolkit_INCLUDE_DIRS}/cublas_v2.h")

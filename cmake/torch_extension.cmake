@@ -58,6 +58,21 @@ if(GL_TORCH_HAS_CUDA)
 endif()
 
 Python_add_library(_C MODULE WITH_SOABI ${GL_EXT_SOURCES})
+# The C++ runtime must be the shared libstdc++ that torch uses. Some
+# toolchains link libstdc++.a by default (the H200 machine's /opt/gcc g++
+# did): _C.so then carried its own copy, with locale state of its own, and
+# formatting a number in an error message segfaulted. Naming the shared
+# library first resolves every C++ runtime symbol to it, so nothing is taken
+# from a static archive later on the line.
+execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
+                OUTPUT_VARIABLE GL_LIBSTDCXX OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(NOT IS_ABSOLUTE "${GL_LIBSTDCXX}" OR NOT EXISTS "${GL_LIBSTDCXX}")
+  find_library(GL_LIBSTDCXX NAMES libstdc++.so.6 stdc++)
+endif()
+if(GL_LIBSTDCXX)
+  message(STATUS "grouped_linear: C++ runtime ${GL_LIBSTDCXX}")
+  target_link_libraries(_C PRIVATE "${GL_LIBSTDCXX}")
+endif()
 target_include_directories(_C PRIVATE ${GL_TORCH_INCLUDES})
 target_link_directories(_C PRIVATE "${GL_TORCH_LIBDIR}")
 target_link_libraries(_C PRIVATE gl_core ${GL_EXT_LIBS})

@@ -310,6 +310,10 @@ struct GroupedGemmRunner {
     GL_CHECK(status == cutlass::Status::kSuccess, "CUTLASS workspace initialisation failed: ",
              cutlassGetStatusString(status));
     cache.valid = false;
+    // The tensor-map encodes below are driver calls: they need the device's
+    // context current in this thread, which a thread that has made no runtime
+    // call yet (autograd's backward worker, a user thread) does not have.
+    GL_CUDA_CHECK(cudaSetDevice(l.device));
     cache.params = Kernel::to_underlying_arguments(args, arrays.cutlass_workspace);
     cache.device = l.device;
     cache.workspace = workspace;
