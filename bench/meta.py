@@ -16,6 +16,10 @@ from .cases import REPO_ROOT
 
 
 def git_commit() -> str:
+    # Set by whoever copied the tree to the machine that measures: wins over
+    # a .git that may not be the tree's own.
+    if os.environ.get("GL_COMMIT"):
+        return os.environ["GL_COMMIT"]
     try:
         done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,
                               capture_output=True, text=True, timeout=10)
@@ -24,8 +28,7 @@ def git_commit() -> str:
     commit = done.stdout.strip()
     if done.returncode == 0 and commit:
         return commit
-    # A copy of the tree without .git (e.g. sent to a GPU machine) names its commit here.
-    return os.environ.get("GL_COMMIT", "unknown")
+    return "unknown"
 
 
 def device_name(device: torch.device) -> str:
