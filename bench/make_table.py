@@ -3,6 +3,9 @@
     python -m bench.make_table RESULT.json > BENCHMARKS.md
     python -m bench.make_table RESULT.json --write BENCHMARKS.md
     python -m bench.make_table              # the newest bench_results/*.json
+    python -m bench.make_table RESULT.json --tuning TUNE.json --write BENCHMARKS.md
+        (TUNE.json from `python -m bench.tune_sm90`: one more table, every sm90
+        kernel on every case)
 """
 
 import argparse
@@ -69,6 +72,8 @@ def render(result: dict, source: str = "") -> str:
         out += ["> Quick run: fewer repetitions than the protocol asks.", ""]
     if meta.get("note"):
         out += [f"> {meta['note']}", ""]
+    if meta.get("commit_note"):
+        out += [f"> Commit: {meta['commit_note']}", ""]
 
     if result.get("throughput"):
         out += ["## Throughput", "",
@@ -96,6 +101,41 @@ def render(result: dict, source: str = "") -> str:
     return "\n".join(out)
 
 
+def tuning_table(tune: dict) -> Table:
+    """Ratio to dense of every sm90 kernel per case, routing and role; the
+    best of each row in bold."""
+    records = tune.get("records", [])
+    configs: List[str] = []
+    for r in records:
+        for name in r["kernels"]:
+            config = name.rsplit("_", 1)[-1]
+            if config not in configs:
+                configs.append(config)
+    header = ["case", "routing", "role"] + configs
+    rows = []
+    for r in records:
+        by_config = {n.rsplit("_", 1)[-1]: v["ratio_to_dense"] for n, v in r["kernels"].items()}
+        best = max(by_config.values()) if by_config else None
+        cells = []
+        for c in configs:
+            value = by_config.get(c)
+            text = "-" if value is None else f"{value:.2f}"
+            cells.append(f"**{text}**" if value is not None and value == best else text)
+        rows.append([r["case"], r["routing"], r["role"]] + cells)
+    return header, rows, 3
+
+
+def render_tuning(tune: dict, source: str) -> str:
+    out = ["## sm90 tile configurations", "",
+           f"Every kernel of the `sm90_grouped` engine forced in turn (bf16, ratio to dense; "
+           f"best per row in bold), from `python -m bench.tune_sm90` on {tune.get('device', '?')}, "
+           f"torch {tune.get('torch', '?')}. Source: `{source}`."]
+    if tune.get("note"):
+        out += ["", f"> {tune['note']}"]
+    out += ["", render_markdown(tuning_table(tune)), ""]
+    return "\n".join(out)
+
+
 def newest_result() -> Path:
     found = sorted((REPO_ROOT / "bench_results").glob("*.json"), key=lambda p: p.stat().st_mtime)
     if not found:
@@ -108,9 +148,17 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("result", nargs="?", help="result JSON (default: newest in bench_results/)")
     parser.add_argument("--write", help="write the Markdown here instead of stdout")
+    parser.add_argument("--tuning", help="a `python -m bench.tune_sm90` JSON to add as a table")
+    parser.add_argument("--append", help="a Markdown file (hand-written reading of the "
+                        "figures) to add at the end")
     args = parser.parse_args(argv)
     path = Path(args.result) if args.result else newest_result()
     text = render(json.loads(path.read_text()), source=path.name)
+    if args.tuning:
+        tune_path = Path(args.tuning)
+        text += "\n" + render_tuning(json.loads(tune_path.read_text()), tune_path.name)
+    if args.append:
+        text += "\n" + Path(args.append).read_text()
     if args.write:
         Path(args.write).write_text(text)
     else:
