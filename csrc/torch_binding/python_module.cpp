@@ -35,6 +35,14 @@ GroupSplits parse_splits(py::handle obj, const at::Tensor& inp) {
   std::vector<int64_t> counts(seq.size());
   for (size_t i = 0; i < counts.size(); ++i) {
     PyObject* item = PySequence_Fast_GET_ITEM(obj.ptr(), i);
+    if (PyLong_CheckExact(item)) {  // the common case: a plain int (never a bool)
+      int overflow = 0;
+      const long long value = PyLong_AsLongLongAndOverflow(item, &overflow);
+      GL_CHECK_VALUE(overflow == 0, "m_splits: entry ", i, " is ", python_repr(item),
+                     "; expected a row count that fits in int64");
+      counts[i] = value;
+      continue;
+    }
     GL_CHECK_TYPE(!PyBool_Check(item) && PyIndex_Check(item), "m_splits: entry ", i, " is ",
                   python_repr(item), " (", Py_TYPE(item)->tp_name, "); expected an int");
     py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(item));
