@@ -45,6 +45,7 @@ set(GL_EXT_SOURCES
   csrc/torch_binding/group_splits.cpp
   csrc/torch_binding/grouped_ops.cpp
   csrc/torch_binding/autograd_function.cpp
+  csrc/torch_binding/fp8_bindings.cpp
   csrc/torch_binding/python_module.cpp)
 set(GL_EXT_LIBS c10 torch torch_cpu torch_python)
 set(GL_EXT_WITH_CUDA OFF)

@@ -6,7 +6,9 @@
 #include "core/engine_registry.h"
 #include "core/error.h"
 #include "torch_binding/autograd_function.h"
+#include "torch_binding/fp8_bindings.h"
 #include "torch_binding/grouped_ops.h"
+#include "torch_binding/python_errors.h"
 #include "torch_binding/tensor_views.h"
 
 namespace py = pybind11;
@@ -155,45 +157,6 @@ void set_kernel_override_for(const std::string& device_type, const std::string& 
   engine_by_name(parse_device_type(device_type), engine).set_kernel_override(kernel);
 }
 
-// Sets the Python exception for the C++ exception in flight, keeping the
-// kind of core errors: ValueError, TypeError or RuntimeError.
-void set_python_error() {
-  try {
-    throw;
-  } catch (const Error& e) {
-    PyObject* type = e.kind() == ErrorKind::kValue  ? PyExc_ValueError
-                     : e.kind() == ErrorKind::kType ? PyExc_TypeError
-                                                    : PyExc_RuntimeError;
-    PyErr_SetString(type, e.what());
-  } catch (const c10::TypeError& e) {
-    PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
-  } catch (const c10::ValueError& e) {
-    PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
-  } catch (const c10::Error& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  }
-}
-
-// Every bound function converts its own C++ exceptions into Python ones, so
-// none reaches pybind11's translator registry: that registry may be shared
-// with torch._C, and a C++ exception crossing it crashed the interpreter on
-// torch 2.11 (CUDA).
-template <typename Ret, typename... Args>
-auto guarded(Ret (*fn)(Args...)) {
-  return [fn](Args... args) -> Ret {
-    try {
-      return fn(std::forward<Args>(args)...);
-    } catch (const py::error_already_set&) {
-      throw;
-    } catch (...) {
-      set_python_error();
-      throw py::error_already_set();
-    }
-  };
-}
-
 }  // namespace
 }  // namespace grouped_linear::torch_binding
 
@@ -244,4 +207,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_kernel_override", guarded(&set_kernel_override_for), py::arg("device_type"),
         py::arg("engine"), py::arg("kernel"),
         "Force one kernel of an engine by name ('' restores the automatic choice).");
+
+  register_fp8(m);
 }

@@ -7,12 +7,15 @@ call into C++ per forward whatever G is; `Linear` is its one-group case.
 import torch  # noqa: F401  (loads libtorch before the extension)
 
 from . import _C
+from . import fp8
 from . import ops
+from .fp8 import autocast
 from .module import GroupedLinear, Linear
 
 __version__ = "0.1.0"
 
-__all__ = ["GroupedLinear", "Linear", "ops", "engine_for", "with_cuda", "__version__"]
+__all__ = ["GroupedLinear", "Linear", "autocast", "fp8", "ops", "engine_for", "with_cuda",
+           "__version__"]
 
 with_cuda = _C.with_cuda
 

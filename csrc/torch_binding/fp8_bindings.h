@@ -1,0 +1,11 @@
+// grouped_linear._C.fp8: recipes as C++ values, the thread's FP8 autocast
+// state, and the CPU quantization reference on torch tensors.
+#pragma once
+
+#include <torch/extension.h>
+
+namespace grouped_linear::torch_binding {
+
+void register_fp8(pybind11::module_& m);
+
+}  // namespace grouped_linear::torch_binding

@@ -1,0 +1,177 @@
+"""FP8 recipes, autocast and the CPU quantization reference (CPU only: the
+GPU quantize kernels, once there, are compared with these bits)."""
+
+import threading
+
+import pytest
+import torch
+
+import grouped_linear
+from grouped_linear import fp8
+
+FORMATS = {"E4M3": torch.float8_e4m3fn, "E5M2": torch.float8_e5m2}
+
+
+# --- recipes ---------------------------------------------------------------
+
+def test_recipe_defaults_follow_transformer_engine():
+    d = fp8.DelayedScaling()
+    assert (d.margin, d.fp8_format, d.amax_history_len, d.amax_compute_algo) == (
+        0, fp8.Format.HYBRID, 1024, "max")
+    assert fp8.Float8CurrentScaling().fp8_format == fp8.Format.HYBRID
+    assert fp8.Float8BlockScaling().fp8_format == fp8.Format.E4M3
+
+
+@pytest.mark.parametrize("recipe, kind, fwd, bwd, power_2", [
+    (fp8.DelayedScaling(), "delayed", "E4M3", "E5M2", False),
+    (fp8.DelayedScaling(fp8_format=fp8.Format.E4M3, margin=2, amax_history_len=16,
+                        amax_compute_algo="most_recent"), "delayed", "E4M3", "E4M3", False),
+    (fp8.Float8CurrentScaling(), "current", "E4M3", "E5M2", False),
+    (fp8.Float8BlockScaling(), "block", "E4M3", "E4M3", True),
+])
+def test_recipe_native_mirror(recipe, kind, fwd, bwd, power_2):
+    native = recipe.to_native()
+    assert native.kind == kind
+    assert (native.forward_format, native.backward_format) == (fwd, bwd)
+    assert native.power_2_scales == power_2
+    if kind == "delayed":
+        assert native.margin == recipe.margin
+        assert native.amax_history_len == recipe.amax_history_len
+        assert native.amax_compute_algo == recipe.amax_compute_algo
+
+
+@pytest.mark.parametrize("kwargs, exc, pattern", [
+    ({"margin": -1}, ValueError, r"margin: got -1, expected an int >= 0"),
+    ({"amax_history_len": 0}, ValueError, r"amax_history_len: got 0"),
+    ({"amax_compute_algo": "mean"}, ValueError, r"amax_compute_algo: got 'mean'"),
+    ({"fp8_format": "E3M4"}, TypeError, r"fp8_format: got 'E3M4'"),
+])
+def test_bad_recipe_is_a_clear_error(kwargs, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        fp8.DelayedScaling(**kwargs).to_native()
+
+
+# --- autocast --------------------------------------------------------------
+
+def test_autocast_nests_and_restores():
+    assert not fp8.is_enabled()
+    with grouped_linear.autocast(recipe=fp8.Float8CurrentScaling()):
+        assert fp8.is_enabled() and fp8.current_recipe().kind == "current"
+        with grouped_linear.autocast(enabled=False):
+            assert not fp8.is_enabled()
+        with grouped_linear.autocast(recipe=fp8.Float8BlockScaling()):
+            assert fp8.current_recipe().kind == "block"
+        assert fp8.current_recipe().kind == "current"
+    assert not fp8.is_enabled() and grouped_linear._C.fp8.autocast_depth() == 0
+
+
+def test_autocast_default_recipe_is_delayed_scaling():
+    with grouped_linear.autocast():
+        assert fp8.current_recipe().kind == "delayed"
+        assert fp8.current_recipe().fp8_format == "HYBRID"
+
+
+def test_autocast_as_decorator_and_on_exceptions():
+    @grouped_linear.autocast(recipe=fp8.Float8BlockScaling())
+    def inside():
+        return fp8.is_enabled(), fp8.current_recipe().kind
+
+    assert inside() == (True, "block")
+    assert not fp8.is_enabled()
+    with pytest.raises(KeyError):
+        with grouped_linear.autocast():
+            raise KeyError("boom")
+    assert not fp8.is_enabled() and grouped_linear._C.fp8.autocast_depth() == 0
+
+
+def test_autocast_is_per_thread():
+    seen = {}
+    with grouped_linear.autocast():
+        worker = threading.Thread(target=lambda: seen.setdefault("enabled", fp8.is_enabled()))
+        worker.start()
+        worker.join()
+    assert seen["enabled"] is False
+
+
+def test_autocast_bad_arguments():
+    with pytest.raises(TypeError, match="recipe: got str"):
+        grouped_linear.autocast(recipe="delayed")
+    with pytest.raises(TypeError, match="enabled: got 1"):
+        grouped_linear.autocast(enabled=1)
+    with pytest.raises(RuntimeError, match="exit without a matching entry"):
+        grouped_linear._C.fp8.autocast_pop()
+
+
+# --- quantization reference ---------------------------------------------------
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_quantize_matches_torch_float8_in_range(fmt, gen):
+    """torch's CPU cast is round-to-nearest-even too; in range the bits agree."""
+    fmax = fp8.format_max(fmt)
+    x = torch.randn(4096, generator=gen) * torch.exp2(torch.randint(-14, 8, (4096,), generator=gen))
+    x = x.clamp(-fmax, fmax)
+    codes = fp8.quantize(x, fmt, 1.0)
+    expected = x.to(FORMATS[fmt]).view(torch.uint8)
+    assert torch.equal(codes, expected)
+    assert torch.equal(fp8.dequantize(codes, fmt, 1.0), expected.view(FORMATS[fmt]).float())
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_quantize_saturates_where_torch_does_not(fmt):
+    fmax = fp8.format_max(fmt)
+    x = torch.tensor([fmax * 4, -fmax * 4, float("inf"), -float("inf"), float("nan")])
+    back = fp8.dequantize(fp8.quantize(x, fmt, 1.0), fmt, 1.0)
+    assert back[:4].tolist() == [fmax, -fmax, fmax, -fmax]
+    assert torch.isnan(back[4])
+
+
+def test_quantize_applies_the_scale(gen):
+    x = torch.randn(1000, generator=gen)
+    scale = fp8.scale_from_amax(float(x.abs().max()), "E4M3")
+    assert scale == pytest.approx(448.0 / float(x.abs().max()))
+    codes = fp8.quantize(x, "E4M3", scale)
+    back = fp8.dequantize(codes, "E4M3", 1.0 / scale)
+    # E4M3 keeps 3 fraction bits: relative error 2^-4 for normal values.
+    rel = ((back - x).abs() / x.abs().clamp_min(2.0 ** -6 / scale)).max()
+    assert rel <= 2 ** -4 + 1e-6
+    assert float(back.abs().max()) == pytest.approx(float(x.abs().max()), rel=2 ** -4)
+
+
+def test_scale_from_bad_amax_keeps_previous():
+    for bad in (0.0, float("inf"), float("nan")):
+        assert fp8.scale_from_amax(bad, "E4M3", previous_scale=5.0) == 5.0
+    assert fp8.scale_from_amax(2.0, "E4M3", margin=1) == 112.0
+    assert fp8.scale_from_amax(2.0, "E4M3", power_2_scales=True) == 128.0
+
+
+@pytest.mark.parametrize("block_rows", [1, 128], ids=["1x128", "128x128"])
+def test_blockwise_scales_each_block(block_rows, gen):
+    rows, cols = 200, 300
+    x = torch.randn(rows, cols, generator=gen)
+    x[:, 128:256] *= 1000.0   # a second column block with a much larger range
+    codes, scale_inv = fp8.quantize_blockwise(x, "E4M3", block_rows)
+    assert codes.shape == x.shape and codes.dtype == torch.uint8
+    assert scale_inv.shape == (-(-rows // block_rows), 3)
+    mantissa, _ = torch.frexp(scale_inv)
+    assert torch.all(mantissa == 0.5), "block scales are powers of two"
+    # Each block's own amax sets its scale: the scaled amax lies in (224, 448].
+    for rb in range(scale_inv.shape[0]):
+        for cb in range(3):
+            block = x[rb * block_rows:(rb + 1) * block_rows, cb * 128:(cb + 1) * 128]
+            scaled = float(block.abs().max()) / float(scale_inv[rb, cb])
+            assert 224.0 < scaled <= 448.0
+    back = fp8.dequantize_blockwise(codes, scale_inv, "E4M3", block_rows)
+    assert torch.equal(back, fp8.dequantize_blockwise(codes, scale_inv, "E4M3", block_rows))
+    step = scale_inv.repeat_interleave(block_rows, 0)[:rows].repeat_interleave(128, 1)[:, :cols]
+    assert torch.all((back - x).abs() <= torch.maximum(x.abs() * 2 ** -4, step * 2 ** -10))
+
+
+def test_quantize_bad_input():
+    with pytest.raises(ValueError, match="format: got 'E8M0'"):
+        fp8.quantize(torch.ones(3), "E8M0", 1.0)
+    with pytest.raises(TypeError, match="x: got dtype Long"):
+        fp8.quantize(torch.ones(3, dtype=torch.int64), "E4M3", 1.0)
+    with pytest.raises(ValueError, match="expected a 2-D tensor"):
+        fp8.quantize_blockwise(torch.ones(3), "E4M3", 1)
+    with pytest.raises(ValueError, match=r"scale_inv: got shape \[1, 1\], expected \[2, 1\]"):
+        fp8.dequantize_blockwise(torch.zeros(2, 4, dtype=torch.uint8), torch.ones(1, 1), "E4M3", 1)
