@@ -59,12 +59,12 @@ if(GL_TORCH_HAS_CUDA)
 endif()
 
 Python_add_library(_C MODULE WITH_SOABI ${GL_EXT_SOURCES})
-# The C++ runtime must be the shared libstdc++ that torch uses. Some
-# toolchains link libstdc++.a by default (the H200 machine's /opt/gcc g++
-# did): _C.so then carried its own copy, with locale state of its own, and
-# formatting a number in an error message segfaulted. Naming the shared
-# library first resolves every C++ runtime symbol to it, so nothing is taken
-# from a static archive later on the line.
+# The C++ runtime should be the shared libstdc++ that torch uses, so it is
+# named explicitly. On the H200 machine (its g++ is a wrapper that adds the
+# gcc library folder with -B) _C.so still ended up with about 4,600 libstdc++
+# symbols of its own, with or without this line; streaming a number through
+# that copy segfaulted, which is why core/error.h formats messages without
+# iostreams. Finding what pulls libstdc++.a in there is still open.
 execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
                 OUTPUT_VARIABLE GL_LIBSTDCXX OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
 if(NOT IS_ABSOLUTE "${GL_LIBSTDCXX}" OR NOT EXISTS "${GL_LIBSTDCXX}")
