@@ -1,5 +1,6 @@
 #include "core/engine_registry.h"
 
+#include <atomic>
 #include <mutex>
 
 #include "core/error.h"
@@ -10,7 +11,10 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::vector<GroupedGemmEngine*> engines[2];  // indexed by DeviceType
-  std::string override_name[2];
+  // Read on every call, written by tests and tuning from any thread: an
+  // atomic pointer, so a forward never takes the lock nor reads a string
+  // that another thread is assigning.
+  std::atomic<GroupedGemmEngine*> override_engine[2] = {nullptr, nullptr};
 };
 
 Registry& registry() {
@@ -49,17 +53,21 @@ void register_engine(DeviceType device_type, GroupedGemmEngine* engine) {
 
 GroupedGemmEngine& engine_for(const Device& device, const std::string& requested) {
   Registry& r = registry();
-  // The registry is filled once at start-up; reading it needs no lock, and a
-  // forward must not take one.
+  // The engine list is filled once at start-up; reading it needs no lock,
+  // and a forward must not take one.
   const auto& engines = r.engines[slot(device.type)];
-  const std::string& name = requested.empty() ? r.override_name[slot(device.type)] : requested;
-  if (!name.empty()) {
-    GroupedGemmEngine* engine = find(engines, name);
-    GL_CHECK_VALUE(engine != nullptr, "engine: '", name, "' is not available for ",
+  GroupedGemmEngine* chosen = nullptr;
+  if (!requested.empty()) {
+    chosen = find(engines, requested);
+    GL_CHECK_VALUE(chosen != nullptr, "engine: '", requested, "' is not available for ",
                    device_type_name(device.type), "; expected one of: ", join_names(engines));
-    GL_CHECK_VALUE(engine->available(device), "engine: '", name, "' does not run on ",
+  } else {
+    chosen = r.override_engine[slot(device.type)].load(std::memory_order_acquire);
+  }
+  if (chosen != nullptr) {
+    GL_CHECK_VALUE(chosen->available(device), "engine: '", chosen->name(), "' does not run on ",
                    device_type_name(device.type), ":", device.index);
-    return *engine;
+    return *chosen;
   }
   for (GroupedGemmEngine* engine : engines)
     if (engine->available(device)) return *engine;
@@ -70,12 +78,14 @@ GroupedGemmEngine& engine_for(const Device& device, const std::string& requested
 void set_engine_override(DeviceType device_type, const std::string& name) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
+  GroupedGemmEngine* engine = nullptr;
   if (!name.empty()) {
-    GL_CHECK_VALUE(find(r.engines[slot(device_type)], name) != nullptr, "engine: '", name,
-                   "' is not available for ", device_type_name(device_type),
-                   "; expected one of: ", join_names(r.engines[slot(device_type)]));
+    engine = find(r.engines[slot(device_type)], name);
+    GL_CHECK_VALUE(engine != nullptr, "engine: '", name, "' is not available for ",
+                   device_type_name(device_type), "; expected one of: ",
+                   join_names(r.engines[slot(device_type)]));
   }
-  r.override_name[slot(device_type)] = name;
+  r.override_engine[slot(device_type)].store(engine, std::memory_order_release);
 }
 
 std::vector<std::string> engine_names(DeviceType device_type) {
