@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/fp8/autocast_state.h"
+#include "core/fp8/delayed_scaling.h"
 #include "core/fp8/quantize.h"
 #include "core/fp8/recipe.h"
 #include "torch_binding/python_errors.h"
@@ -155,6 +156,38 @@ double format_max(const std::string& format) {
   return fp8::format_info(parse_format(format)).max;
 }
 
+// In place on CPU float32 tensors: history [H, n], scale [n], scale_inv [n].
+void update_delayed_scaling(at::Tensor& history, at::Tensor& scale, at::Tensor& scale_inv,
+                            const std::string& format, int margin,
+                            const std::string& amax_compute_algo, bool check_finite) {
+  for (const auto& [t, name] : {std::pair<const at::Tensor*, const char*>{&history, "amax_history"},
+                                {&scale, "scale"},
+                                {&scale_inv, "scale_inv"}}) {
+    GL_CHECK_VALUE(t->device().is_cpu() && t->scalar_type() == at::kFloat && t->is_contiguous(),
+                   name, ": expected a contiguous float32 CPU tensor (in place), got ",
+                   c10::toString(t->scalar_type()), " on ", t->device().str());
+  }
+  GL_CHECK_VALUE(history.dim() == 2, "amax_history: got shape ", history.sizes(),
+                 ", expected [history_len, num_tensors]");
+  const int64_t n = history.size(1);
+  GL_CHECK_VALUE(scale.dim() == 1 && scale.size(0) == n && scale_inv.dim() == 1 &&
+                     scale_inv.size(0) == n,
+                 "scale / scale_inv: got shapes ", scale.sizes(), " and ", scale_inv.sizes(),
+                 ", expected [", n, "] (one per history column)");
+  GL_CHECK_VALUE(amax_compute_algo == "max" || amax_compute_algo == "most_recent",
+                 "amax_compute_algo: got '", amax_compute_algo, "', expected 'max' or 'most_recent'");
+  fp8::DelayedScalingGroup g;
+  g.history = history.data_ptr<float>();
+  g.scale = scale.data_ptr<float>();
+  g.scale_inv = scale_inv.data_ptr<float>();
+  g.history_len = history.size(0);
+  g.num_tensors = n;
+  fp8::update_delayed_scaling(g, fp8::format_info(parse_format(format)).max, margin,
+                              amax_compute_algo == "max" ? fp8::AmaxAlgo::kMax
+                                                         : fp8::AmaxAlgo::kMostRecent,
+                              check_finite);
+}
+
 void autocast_push(bool enabled, const fp8::Recipe& recipe) {
   fp8::AutocastState state;
   state.enabled = enabled;
@@ -210,6 +243,11 @@ void register_fp8(py::module_& m) {
   f.def("scale_from_amax", guarded(&scale_from_amax), py::arg("amax"), py::arg("format"),
         py::arg("margin") = 0, py::arg("previous_scale") = 1.0, py::arg("power_2_scales") = false);
   f.def("format_max", guarded(&format_max), py::arg("format"));
+  f.def("update_delayed_scaling", guarded(&update_delayed_scaling), py::arg("amax_history"),
+        py::arg("scale"), py::arg("scale_inv"), py::arg("format"), py::arg("margin") = 0,
+        py::arg("amax_compute_algo") = "max", py::arg("check_finite") = false,
+        "Delayed scaling's step boundary, in place: next scales from the amax history, then "
+        "the history rolled (row 0 zeroed for the next step).");
 }
 
 }  // namespace grouped_linear::torch_binding

@@ -112,3 +112,4 @@ quantize_blockwise = _C.fp8.quantize_blockwise
 dequantize_blockwise = _C.fp8.dequantize_blockwise
 scale_from_amax = _C.fp8.scale_from_amax
 format_max = _C.fp8.format_max
+update_delayed_scaling = _C.fp8.update_delayed_scaling

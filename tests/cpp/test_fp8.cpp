@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/fp8/autocast_state.h"
+#include "core/fp8/delayed_scaling.h"
 #include "core/fp8/fp8_format.h"
 #include "core/fp8/quantize.h"
 
@@ -140,6 +141,25 @@ TEST(Fp8Blockwise, ScalesPerBlockAndRoundTrips) {
       }
     }
   }
+}
+
+TEST(Fp8DelayedScaling, ScalesFromHistoryThenRolls) {
+  // history [3, 2], row 0 = this step.
+  std::vector<float> history = {1.f, 8.f,   // step t
+                                4.f, 2.f,   // t-1
+                                2.f, 0.f};  // t-2
+  std::vector<float> scale = {1.f, 1.f}, scale_inv(2);
+  DelayedScalingGroup g{history.data(), scale.data(), scale_inv.data(), 3, 2};
+  update_delayed_scaling(g, 448.f, 0, AmaxAlgo::kMax, false);
+  EXPECT_EQ(scale[0], 448.f / 4.f);
+  EXPECT_EQ(scale[1], 448.f / 8.f);
+  EXPECT_EQ(scale_inv[0], 4.f / 448.f);
+  EXPECT_EQ(history, (std::vector<float>{0.f, 0.f, 1.f, 8.f, 4.f, 2.f}));
+  update_delayed_scaling(g, 448.f, 1, AmaxAlgo::kMostRecent, false);  // row 0 is zero now
+  EXPECT_EQ(scale[0], 448.f / 4.f) << "a zero amax keeps the previous scale";
+  history[0] = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(update_delayed_scaling(g, 448.f, 0, AmaxAlgo::kMax, true), std::exception);
+  EXPECT_EQ(scale[0], 448.f / 4.f) << "check mode updates nothing";
 }
 
 TEST(Fp8Autocast, NestsPerThread) {

@@ -175,3 +175,52 @@ def test_quantize_bad_input():
         fp8.quantize_blockwise(torch.ones(3), "E4M3", 1)
     with pytest.raises(ValueError, match=r"scale_inv: got shape \[1, 1\], expected \[2, 1\]"):
         fp8.dequantize_blockwise(torch.zeros(2, 4, dtype=torch.uint8), torch.ones(1, 1), "E4M3", 1)
+
+
+# --- delayed scaling's step boundary ------------------------------------------
+
+def _reference_update(history, scale, fmt, margin, algo):
+    """The rule in plain torch: amax from the history, scale kept on a bad amax."""
+    amax = history.max(0).values if algo == "max" else history[0]
+    new = fp8.format_max(fmt) / amax / 2.0 ** margin
+    good = (amax > 0) & torch.isfinite(amax)
+    new_scale = torch.where(good, new, scale)
+    rolled = torch.cat([torch.zeros_like(history[:1]), history[:-1]])
+    return rolled, new_scale
+
+
+@pytest.mark.parametrize("algo", ["max", "most_recent"])
+@pytest.mark.parametrize("fmt, margin", [("E4M3", 0), ("E5M2", 2)])
+def test_delayed_scaling_update_matches_rule(algo, fmt, margin, gen):
+    history = torch.rand(16, 5, generator=gen) * 10
+    history[:, 3] = 0.0                      # a tensor that never saw a value
+    history[0, 4] = float("inf")             # an overflow this step
+    scale = torch.full((5,), 2.0)
+    scale_inv = torch.empty(5)
+    expected_history, expected_scale = _reference_update(history.clone(), scale.clone(), fmt,
+                                                         margin, algo)
+    fp8.update_delayed_scaling(history, scale, scale_inv, fmt, margin=margin,
+                               amax_compute_algo=algo)
+    assert torch.equal(history, expected_history)
+    assert torch.allclose(scale, expected_scale, rtol=1e-6)
+    assert torch.equal(scale_inv, 1.0 / scale)
+    assert scale[3] == 2.0 and scale[4] == 2.0, "a zero or infinite amax keeps the previous scale"
+
+
+def test_delayed_scaling_check_mode_names_the_tensor():
+    history = torch.ones(4, 3)
+    history[2, 1] = float("nan")
+    scale, scale_inv = torch.ones(3), torch.ones(3)
+    before = history.clone()
+    with pytest.raises(ValueError, match="amax of tensor 1 is nan, expected a finite value"):
+        fp8.update_delayed_scaling(history, scale, scale_inv, "E4M3", check_finite=True)
+    assert torch.allclose(history, before, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(scale, torch.ones(3))
+
+
+def test_delayed_scaling_bad_arguments():
+    with pytest.raises(ValueError, match=r"scale / scale_inv: got shapes \[2\] and \[3\]"):
+        fp8.update_delayed_scaling(torch.ones(4, 3), torch.ones(2), torch.ones(3), "E4M3")
+    with pytest.raises(ValueError, match="amax_history: expected a contiguous float32 CPU tensor"):
+        fp8.update_delayed_scaling(torch.ones(4, 3, dtype=torch.float64), torch.ones(3),
+                                   torch.ones(3), "E4M3")
