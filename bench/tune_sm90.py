@@ -21,19 +21,11 @@ from grouped_linear import ops
 
 from . import peers
 from .cases import ROLES, ROUTINGS, load_cases, make_splits
-from .throughput import DY_SCALE, W_SCALE, X_SCALE, relative_error
+from .throughput import DY_SCALE, W_SCALE, X_SCALE, grouped_linear_product, relative_error
 from .timing import CudaEventTimer
 
 ENGINE = "sm90_grouped"
 ROLE_PREFIX = {"fwd": "forward_bf16_", "dgrad": "dgrad_bf16_", "wgrad": "wgrad_bf16_"}
-
-
-def product(role: str, x, w, dy, splits):
-    if role == "fwd":
-        return lambda: ops.forward(x, w, None, splits, engine=ENGINE)
-    if role == "dgrad":
-        return lambda: ops.dgrad(dy, w, splits, engine=ENGINE)
-    return lambda: ops.wgrad(dy, x, splits, engine=ENGINE)[0]
 
 
 def median_ms(timer: CudaEventTimer, fn, warmup: int, reps: int) -> float:
@@ -72,7 +64,7 @@ def main(argv=None) -> int:
                 for routing in ROUTINGS:
                     splits = make_splits(routing, case.G, case.T)
                     ops.set_kernel_override("cuda", ENGINE, "")
-                    fn = product(role, x, w, dy, splits)
+                    fn = grouped_linear_product(role, ENGINE, x, w, dy, splits)
                     reference = fn()
                     row = {"case": case.name, "routing": routing, "role": role, "G": case.G,
                            "K": case.K, "N": case.N, "T": case.T, "dense_ms": dense_ms,
