@@ -1,0 +1,599 @@
+// FP8 quantization on CUDA (the contract: core/fp8/quantize_ops.h; the bits:
+// quantize_ops_cpu.cpp). One launch per operation, two for current scaling
+// (amax, then the cast); group sizes are read on the device when they are
+// there, never copied back.
+//
+// quantize_activation: a persistent grid walks tiles of 128 rows x 128
+// columns. Row tiles start at each group's first row, so a column-wise
+// 1 x 128 block is exactly one tile's rows, and tile (row tile, column
+// tile) writes its rows into both copies. The fused bias gradient writes
+// one partial sum per row tile and column; the last tile of a group to
+// finish (an atomic count per group and column tile) adds them in order.
+// quantize_weight: the same tiles per group; a 128 x 128 block is a tile.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/device_info.h"
+#include "core/error.h"
+#include "core/fp8/cuda/fp8_device.cuh"
+#include "core/fp8/cuda/group_tables.cuh"
+#include "core/fp8/cuda/launch_util.h"
+#include "core/fp8/cuda/quantize_ops_cuda.h"
+#include "core/fp8/cuda/quantize_tile.cuh"
+#include "core/fp8/quantize_ops_backend.h"
+
+namespace grouped_linear::fp8::cuda_impl {
+namespace {
+
+// ---------------------------------------------------------------------------
+// amax partials for current scaling: CTA (chunk, g) merges |x| over rows
+// chunk * 8 + warp, stepping by chunks * 8, of matrix g.
+
+template <int K>
+__global__ void __launch_bounds__(kThreads)
+    amax_kernel(const void* input, int64_t stride, int64_t group_stride, int64_t rows, int64_t cols,
+                bool vec, float* partial) {
+  using S = typename Storage<K>::type;
+  __shared__ float scratch[kWarps];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const S* base = static_cast<const S*>(input) + blockIdx.y * group_stride;
+  const int64_t chunks = gridDim.x;
+  const int64_t vec_cols = vec ? cols / 4 * 4 : 0;
+  float a = 0.f;
+  for (int64_t r = blockIdx.x * kWarps + warp; r < rows; r += chunks * kWarps) {
+    const S* row = base + r * stride;
+    for (int64_t c = lane * 4; c < vec_cols; c += 128) {
+      S raw[4];
+      load4<K>(row + c, raw);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a = merge_amax(a, fabsf(widen<K>(raw[e])));
+    }
+    for (int64_t c = vec_cols + lane; c < cols; c += 32) a = merge_amax(a, fabsf(widen<K>(row[c])));
+  }
+  a = warp_merge_amax(a);
+  if (lane == 0) scratch[warp] = a;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.f;
+    for (int w = 0; w < kWarps; ++w) total = merge_amax(total, scratch[w]);
+    partial[blockIdx.y * chunks + blockIdx.x] = total;
+  }
+}
+
+// The amax of matrix g from its partials (every thread gets it).
+__device__ float reduce_partials(const float* partial, int count, float* scratch) {
+  float a = 0.f;
+  for (int i = threadIdx.x; i < count; i += kThreads) a = merge_amax(a, partial[i]);
+  a = warp_merge_amax(a);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = a;
+  __syncthreads();
+  float total = 0.f;
+  for (int w = 0; w < kWarps; ++w) total = merge_amax(total, scratch[w]);
+  __syncthreads();
+  return total;
+}
+
+__device__ void store_float(void* base, DType dtype, int64_t index, float value) {
+  if (dtype == DType::kFloat32)
+    static_cast<float*>(base)[index] = value;
+  else if (dtype == DType::kFloat16)
+    static_cast<uint16_t*>(base)[index] = float_to_fp16_bits(value);
+  else
+    static_cast<uint16_t*>(base)[index] = float_to_bf16_bits(value);
+}
+
+// ---------------------------------------------------------------------------
+// Activations.
+
+struct ActivationParams {
+  const void* input;
+  int64_t in_stride, rows, cols, col_tiles;
+  int groups;
+  uint8_t* row_codes;  // null: no row-wise codes (row_scale may still be wanted)
+  int64_t row_stride;
+  float* row_scale;
+  uint8_t* col_codes;
+  int64_t col_stride;
+  float* col_scale;
+  int64_t capacity;  // row stride of the column-wise block scales
+  void* dbias;       // null: no bias gradient
+  DType dbias_dtype;
+  int64_t dbias_group_stride;
+  float* dbias_partial;       // [row tiles, C]
+  unsigned int* dbias_count;  // [G, column tiles], zeroed
+  RecipeKind kind;
+  Format format;
+  int margin;
+  bool power_2;
+  float* state_scale;
+  float* state_amax;
+  const float* amax_partial;  // kCurrent
+  int amax_partials;
+  bool vec_in, vec_row_out;
+};
+
+template <int K, bool kBlockScaled, typename Sizes>
+__global__ void __launch_bounds__(kThreads)
+    quantize_activation_kernel(const ActivationParams p, const __grid_constant__ Sizes sizes) {
+  using S = typename Storage<K>::type;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ int64_t scan_scratch[kWarps];
+  __shared__ float scratch[kWarps];
+  __shared__ float column_sums[kWarps][kTile];
+  __shared__ bool last_tile;
+  const int groups = p.groups;
+  const GroupTables t = group_tables_at(smem, groups);
+  S* tile = reinterpret_cast<S*>(smem + group_tables_bytes(groups));
+  build_group_tables<kThreads>(sizes, groups, p.rows, t, scan_scratch);
+
+  // Per-tensor scale: read (delayed) or from this cast's amax (current).
+  float scale = 1.f;
+  if constexpr (!kBlockScaled) {
+    float amax = 0.f;
+    if (p.kind == RecipeKind::kDelayed) {
+      scale = *p.state_scale;
+    } else {
+      amax = reduce_partials(p.amax_partial, p.amax_partials, scratch);
+      scale = device_scale_from_amax(amax, format_info(p.format).max, p.margin, 1.f, p.power_2);
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      const float inv = host_recip(scale);
+      if (p.row_scale != nullptr) p.row_scale[0] = inv;
+      if (p.col_scale != nullptr) p.col_scale[0] = inv;
+      if (p.kind == RecipeKind::kCurrent) {
+        if (p.state_scale != nullptr) *p.state_scale = scale;
+        if (p.state_amax != nullptr) *p.state_amax = merge_amax(*p.state_amax, amax);
+      }
+    }
+  }
+  const bool track = !kBlockScaled && p.kind == RecipeKind::kDelayed && p.state_amax != nullptr;
+  float thread_amax = 0.f;
+
+  // Tiles of each group's rows, then (device sizes that hold fewer than T
+  // rows) tiles of the rows no group holds: those have a row-wise copy only.
+  const int64_t group_tiles = t.block[groups];
+  const int64_t held = t.row[groups];
+  const int64_t units = (group_tiles + (p.rows - held + kTile - 1) / kTile) * p.col_tiles;
+  for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+    const int64_t rt = u / p.col_tiles;  // row tile, over all groups
+    const int ct = static_cast<int>(u - rt * p.col_tiles);
+    const bool in_group = rt < group_tiles;
+    const int g = in_group ? find_group(t.block, groups, rt) : 0;
+    const int j = in_group ? static_cast<int>(rt - t.block[g]) : 0;  // row tile within the group
+    const int m = in_group ? t.row[g + 1] - t.row[g] : 0;
+    const int64_t r0 =
+        in_group ? t.row[g] + static_cast<int64_t>(j) * kTile : held + (rt - group_tiles) * kTile;
+    const int64_t c0 = static_cast<int64_t>(ct) * kTile;
+    TileIO io;
+    io.in = static_cast<const S*>(p.input) + r0 * p.in_stride + c0;
+    io.in_stride = p.in_stride;
+    io.nr = in_group ? min(kTile, m - j * kTile)
+                     : static_cast<int>(p.rows - r0 < kTile ? p.rows - r0 : kTile);
+    io.nc = static_cast<int>(p.cols - c0 < kTile ? p.cols - c0 : kTile);
+    io.row_out = p.row_codes != nullptr ? p.row_codes + r0 * p.row_stride + c0 : nullptr;
+    io.row_stride = p.row_stride;
+    io.row_scale =
+        kBlockScaled && p.row_codes != nullptr ? p.row_scale + r0 * p.col_tiles + ct : nullptr;
+    io.row_scale_stride = p.col_tiles;
+    io.col_out =
+        in_group && p.col_codes != nullptr
+            ? p.col_codes + c0 * p.col_stride + t.column[g] + static_cast<int64_t>(j) * kTile
+            : nullptr;
+    io.col_stride = p.col_stride;
+    io.col_scale = in_group && kBlockScaled && p.col_codes != nullptr
+                       ? p.col_scale + c0 * p.capacity + t.block[g] + j
+                       : nullptr;
+    io.col_scale_stride = p.capacity;
+    const bool last_of_group = j * kTile + io.nr == m;
+    io.nr_pad = in_group && last_of_group ? (io.nr + 15) / 16 * 16 : io.nr;
+    io.vec_in = p.vec_in;
+    io.vec_out = p.vec_row_out;
+    float sums[4] = {0.f, 0.f, 0.f, 0.f};
+    const bool sums_on = in_group && p.dbias != nullptr;
+    quantize_tile<K, kBlockScaled ? kPerRowCol : kUniform>(
+        io, scale, p.format, p.power_2, tile, scratch, track, thread_amax, sums_on, sums);
+    if (sums_on) {
+      // This tile's column sums -> partial row rt; the group's last tile for
+      // this column range adds the group's partials in row order.
+      const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) column_sums[warp][lane * 4 + e] = sums[e];
+      __syncthreads();
+      if (threadIdx.x < io.nc) {
+        float s = 0.f;
+        for (int w = 0; w < kWarps; ++w) s += column_sums[w][threadIdx.x];
+        p.dbias_partial[rt * p.cols + c0 + threadIdx.x] = s;
+      }
+      __threadfence();
+      __syncthreads();
+      const unsigned int tiles = static_cast<unsigned int>((m + kTile - 1) / kTile);
+      if (threadIdx.x == 0)
+        last_tile = atomicAdd(&p.dbias_count[g * p.col_tiles + ct], 1u) == tiles - 1;
+      __syncthreads();
+      if (last_tile && threadIdx.x < io.nc) {
+        __threadfence();
+        float s = 0.f;
+        for (unsigned int q = 0; q < tiles; ++q)
+          s += __ldcg(&p.dbias_partial[(t.block[g] + q) * p.cols + c0 + threadIdx.x]);
+        store_float(p.dbias, p.dbias_dtype, g * p.dbias_group_stride + c0 + threadIdx.x, s);
+      }
+    }
+  }
+
+  if (track) {
+    const float a = warp_merge_amax(thread_amax);
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = a;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float total = 0.f;
+      for (int w = 0; w < kWarps; ++w) total = merge_amax(total, scratch[w]);
+      atomic_merge_amax(p.state_amax, total);
+    }
+  }
+  // Empty groups' bias gradient is zero.
+  if (p.dbias != nullptr) {
+    const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+    const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
+    for (int64_t i = first; i < groups * p.cols; i += step) {
+      const int g = static_cast<int>(i / p.cols);
+      if (t.row[g + 1] == t.row[g])
+        store_float(p.dbias, p.dbias_dtype, g * p.dbias_group_stride + (i - g * p.cols), 0.f);
+    }
+  }
+}
+
+template <typename Fn>
+void dispatch_input(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: fn(std::integral_constant<int, kInF32>{}); return;
+    case DType::kFloat16: fn(std::integral_constant<int, kInF16>{}); return;
+    case DType::kBFloat16: fn(std::integral_constant<int, kInBF16>{}); return;
+    default: GL_CHECK(false, "FP8 quantization: unsupported input dtype ", dtype_name(dtype));
+  }
+}
+
+bool aligned(const void* ptr, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
+}
+
+int64_t blocks_of(int64_t n) { return (n + kTile - 1) / kTile; }
+
+// Launches amax_kernel over `groups` matrices; returns the partials (chunks
+// per matrix).
+float* launch_amax(DType dtype, const void* input, int64_t stride, int64_t group_stride,
+                   int64_t groups, int64_t rows, int64_t cols, int sm_ctas, int* chunks_out,
+                   CallWorkspace& ws, cudaStream_t stream) {
+  const size_t elem = element_size(dtype);
+  const bool vec = aligned(input, 4 * elem) && stride % 4 == 0 && group_stride % 4 == 0;
+  int64_t chunks = (rows + kWarps - 1) / kWarps;
+  const int64_t budget = groups > 0 ? sm_ctas / groups : 1;
+  chunks = chunks < 1 ? 1 : chunks;
+  if (chunks > budget) chunks = budget < 1 ? 1 : budget;
+  if (chunks > 1024) chunks = 1024;
+  GL_CHECK_VALUE(groups <= 65535, "FP8 current scaling: ", groups, " groups, at most 65535");
+  float* partial =
+      static_cast<float*>(ws.allocate(sizeof(float) * chunks * (groups > 0 ? groups : 1)));
+  *chunks_out = static_cast<int>(chunks);
+  if (groups == 0) return partial;
+  dispatch_input(dtype, [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    amax_kernel<K><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(groups)), kThreads,
+                     0, stream>>>(input, stride, group_stride, rows, cols, vec, partial);
+    GL_CUDA_CHECK_LAUNCH();
+  });
+  return partial;
+}
+
+template <int K, bool kBlockScaled, typename Sizes>
+void launch_activation_kernel(const ActivationParams& p, const Sizes& sizes, size_t smem,
+                              int64_t units_bound, const ExecContext& ctx) {
+  auto kernel = quantize_activation_kernel<K, kBlockScaled, Sizes>;
+  const int ctas =
+      device_wide_ctas(reinterpret_cast<const void*>(kernel), kThreads, smem, ctx.device.index);
+  const int64_t grid = units_bound < 1 ? 1 : (units_bound < ctas ? units_bound : ctas);
+  kernel<<<static_cast<unsigned>(grid), kThreads, smem, static_cast<cudaStream_t>(ctx.stream)>>>(
+      p, sizes);
+  GL_CUDA_CHECK_LAUNCH();
+}
+
+void quantize_activation_cuda(const ActivationQuantize& r, const ExecContext& ctx) {
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  const int64_t t = r.input.rows, c = r.input.cols;
+  const bool rowwise = r.out.rowwise.data != nullptr || r.out.rowwise_scale.scale_inv != nullptr;
+  const bool columnwise =
+      r.out.columnwise.data != nullptr || r.out.columnwise_scale.scale_inv != nullptr;
+  // Without a column-wise copy or dbias the groups do not matter: one group of T rows.
+  const bool grouped = columnwise || r.dbias.present;
+  const int64_t groups = grouped ? r.splits.num_groups : 1;
+  GL_CHECK_VALUE(t + kTile * (groups + 1) < INT32_MAX && c < INT32_MAX,
+                 "FP8 quantization on CUDA: ", t, " rows in ", groups,
+                 " groups exceed the kernels' 32-bit row indices");
+  const bool block = r.kind == RecipeKind::kBlock;
+  CallWorkspace ws(ctx);
+  const int sm_ctas = 4 * cuda::device_info(ctx.device.index).sm_count;
+
+  ActivationParams p{};
+  p.input = r.input.data;
+  p.in_stride = r.input.row_stride;
+  p.rows = t;
+  p.cols = c;
+  p.col_tiles = blocks_of(c);
+  p.groups = static_cast<int>(groups);
+  if (rowwise) {
+    p.row_codes = static_cast<uint8_t*>(r.out.rowwise.data);
+    p.row_stride = r.out.rowwise.row_stride;
+    p.row_scale = r.out.rowwise_scale.scale_inv;
+  }
+  if (columnwise) {
+    p.col_codes = static_cast<uint8_t*>(r.out.columnwise.data);
+    p.col_stride = r.out.columnwise.row_stride;
+    p.col_scale = r.out.columnwise_scale.scale_inv;
+    p.capacity = column_block_capacity(t, groups);
+  }
+  p.kind = r.kind;
+  p.format = r.format;
+  p.margin = r.margin;
+  p.power_2 = r.power_2_scales;
+  p.state_scale = r.state.scale;
+  p.state_amax = r.state.amax;
+  const size_t elem = element_size(r.input.dtype);
+  p.vec_in = aligned(r.input.data, 4 * elem) && r.input.row_stride % 4 == 0;
+  p.vec_row_out = rowwise && aligned(r.out.rowwise.data, 4) && r.out.rowwise.row_stride % 4 == 0;
+  if (r.kind == RecipeKind::kCurrent) {
+    int chunks = 0;
+    p.amax_partial = launch_amax(r.input.dtype, r.input.data, r.input.row_stride, 0, 1, t, c,
+                                 sm_ctas, &chunks, ws, stream);
+    p.amax_partials = t * c > 0 ? chunks : 0;
+  }
+  // Row tiles: each group's, plus those of rows no group holds (at most one
+  // more than T / 128 + G in all).
+  const int64_t row_tiles_bound = grouped ? column_block_capacity(t, groups) + 1 : blocks_of(t);
+  if (r.dbias.present) {
+    p.dbias = r.dbias.data;
+    p.dbias_dtype = r.dbias.dtype;
+    p.dbias_group_stride = r.dbias.group_stride;
+    p.dbias_partial = static_cast<float*>(ws.allocate(sizeof(float) * row_tiles_bound * c));
+    const size_t count_bytes = sizeof(unsigned int) * groups * p.col_tiles;
+    p.dbias_count = static_cast<unsigned int*>(ws.allocate(count_bytes));
+    GL_CUDA_CHECK(cudaMemsetAsync(p.dbias_count, 0, count_bytes, stream));
+  }
+  const size_t smem = group_tables_bytes(groups) +
+                      (columnwise ? (r.input.dtype == DType::kFloat32 ? tile_bytes<kInF32>()
+                                                                      : tile_bytes<kInBF16>())
+                                  : 0);
+  const int64_t units_bound = row_tiles_bound * p.col_tiles;
+
+  auto launch = [&](const auto& sizes) {
+    using Sizes = std::decay_t<decltype(sizes)>;
+    dispatch_input(r.input.dtype, [&](auto k) {
+      constexpr int K = decltype(k)::value;
+      if (block)
+        launch_activation_kernel<K, true, Sizes>(p, sizes, smem, units_bound, ctx);
+      else
+        launch_activation_kernel<K, false, Sizes>(p, sizes, smem, units_bound, ctx);
+    });
+  };
+  if (!grouped || r.splits.host != nullptr) {
+    if (groups <= kHostSizeCapacity) {
+      HostSizes host{};
+      for (int64_t g = 0; g < groups; ++g)
+        host.size[g] = static_cast<int32_t>(grouped ? r.splits.host[g] : t);
+      launch(host);
+      return;
+    }
+    // More host sizes than fit in kernel arguments: staged on the device
+    // (an asynchronous copy; not capturable in a CUDA graph).
+    void* staged = ws.allocate(sizeof(int64_t) * groups);
+    GL_CUDA_CHECK(cudaMemcpyAsync(staged, r.splits.host, sizeof(int64_t) * groups,
+                                  cudaMemcpyHostToDevice, stream));
+    launch(DeviceSizes{staged, true});
+    return;
+  }
+  launch(DeviceSizes{r.splits.device, r.splits.device_dtype == DType::kInt64});
+}
+
+// ---------------------------------------------------------------------------
+// Weights.
+
+struct WeightParams {
+  const void* input;
+  int64_t in_stride, in_group_stride, groups, rows, cols, row_tiles, col_tiles;
+  uint8_t* row_codes;
+  int64_t row_stride, row_group_stride;
+  float* row_scale;
+  uint8_t* col_codes;
+  int64_t col_stride, col_group_stride;
+  float* col_scale;
+  RecipeKind kind;
+  Format format;
+  int margin;
+  bool power_2;
+  float* state_scale;
+  float* state_amax;
+  const float* amax_partial;  // kCurrent: amax_chunks per group
+  int amax_chunks;
+  bool vec_in, vec_row_out;
+};
+
+__device__ float group_amax(const WeightParams& p, int64_t g) {
+  float a = 0.f;
+  for (int q = 0; q < p.amax_chunks; ++q) a = merge_amax(a, p.amax_partial[g * p.amax_chunks + q]);
+  return a;
+}
+
+template <int K, bool kBlockScaled>
+__global__ void __launch_bounds__(kThreads) quantize_weight_kernel(const WeightParams p) {
+  using S = typename Storage<K>::type;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float scratch[kWarps];
+  S* tile = reinterpret_cast<S*>(smem);
+  const float fp8_max = format_info(p.format).max;
+
+  // Per-tensor bookkeeping, one thread per group: scale_inv of both copies
+  // and the state.
+  if constexpr (!kBlockScaled) {
+    const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+    for (int64_t g = first; g < p.groups; g += static_cast<int64_t>(gridDim.x) * kThreads) {
+      float scale;
+      if (p.kind == RecipeKind::kDelayed) {
+        scale = p.state_scale[g];
+        // Merging 0 changes nothing but a NaN's payload, as the CPU's merge does.
+        if (p.state_amax != nullptr) atomic_merge_amax(&p.state_amax[g], 0.f);
+      } else {
+        const float amax = group_amax(p, g);
+        scale = device_scale_from_amax(amax, fp8_max, p.margin, 1.f, p.power_2);
+        if (p.state_scale != nullptr) p.state_scale[g] = scale;
+        if (p.state_amax != nullptr) p.state_amax[g] = merge_amax(p.state_amax[g], amax);
+      }
+      if (p.row_scale != nullptr) p.row_scale[g] = host_recip(scale);
+      if (p.col_scale != nullptr) p.col_scale[g] = host_recip(scale);
+    }
+  }
+  const bool track = !kBlockScaled && p.kind == RecipeKind::kDelayed && p.state_amax != nullptr;
+  const int64_t per_group = p.row_tiles * p.col_tiles;
+  const int64_t units = p.groups * per_group;
+  int64_t scale_group = -1;  // a CTA's tiles come in group order: one scale per group met
+  float scale = 1.f;
+  for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+    const int64_t g = u / per_group;
+    const int64_t rem = u - g * per_group;
+    const int64_t tn = rem / p.col_tiles, tk = rem - tn * p.col_tiles;
+    const int64_t r0 = tn * kTile, c0 = tk * kTile;
+    if (!kBlockScaled && g != scale_group) {  // the same g in every thread
+      scale = p.kind == RecipeKind::kDelayed
+                  ? p.state_scale[g]
+                  : device_scale_from_amax(
+                        reduce_partials(p.amax_partial + g * p.amax_chunks, p.amax_chunks, scratch),
+                        fp8_max, p.margin, 1.f, p.power_2);
+      scale_group = g;
+    }
+    TileIO io;
+    io.in = static_cast<const S*>(p.input) + g * p.in_group_stride + r0 * p.in_stride + c0;
+    io.in_stride = p.in_stride;
+    io.nr = static_cast<int>(p.rows - r0 < kTile ? p.rows - r0 : kTile);
+    io.nc = static_cast<int>(p.cols - c0 < kTile ? p.cols - c0 : kTile);
+    io.row_out = p.row_codes != nullptr
+                     ? p.row_codes + g * p.row_group_stride + r0 * p.row_stride + c0
+                     : nullptr;
+    io.row_stride = p.row_stride;
+    io.row_scale = kBlockScaled && p.row_scale != nullptr
+                       ? p.row_scale + g * per_group + tn * p.col_tiles + tk
+                       : nullptr;
+    io.row_scale_stride = 0;
+    io.col_out = p.col_codes != nullptr
+                     ? p.col_codes + g * p.col_group_stride + c0 * p.col_stride + r0
+                     : nullptr;
+    io.col_stride = p.col_stride;
+    io.col_scale = kBlockScaled && p.col_scale != nullptr
+                       ? p.col_scale + g * per_group + tk * p.row_tiles + tn
+                       : nullptr;
+    io.col_scale_stride = 0;
+    io.nr_pad = io.nr;
+    io.vec_in = p.vec_in;
+    io.vec_out = p.vec_row_out;
+    float thread_amax = 0.f;
+    float sums[4];
+    quantize_tile<K, kBlockScaled ? kPerTile : kUniform>(io, scale, p.format, p.power_2, tile,
+                                                         scratch, track, thread_amax, false, sums);
+    if (track) {
+      const float a = warp_merge_amax(thread_amax);
+      if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = a;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        float total = 0.f;
+        for (int w = 0; w < kWarps; ++w) total = merge_amax(total, scratch[w]);
+        atomic_merge_amax(&p.state_amax[g], total);
+      }
+      __syncthreads();
+    }
+  }
+}
+
+void quantize_weight_cuda(const WeightQuantize& r, const ExecContext& ctx) {
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  const GroupedMatrixView& in = r.input;
+  const bool rowwise = r.out.rowwise.data != nullptr || r.out.rowwise_scale.scale_inv != nullptr;
+  const bool columnwise =
+      r.out.columnwise.data != nullptr || r.out.columnwise_scale.scale_inv != nullptr;
+  const bool block = r.kind == RecipeKind::kBlock;
+  if (in.groups == 0) return;
+  CallWorkspace ws(ctx);
+  const int sm_ctas = 4 * cuda::device_info(ctx.device.index).sm_count;
+
+  WeightParams p{};
+  p.input = in.data;
+  p.in_stride = in.row_stride;
+  p.in_group_stride = in.group_stride;
+  p.groups = in.groups;
+  p.rows = in.rows;
+  p.cols = in.cols;
+  p.row_tiles = blocks_of(in.rows);
+  p.col_tiles = blocks_of(in.cols);
+  if (rowwise) {
+    p.row_codes = static_cast<uint8_t*>(r.out.rowwise.data);
+    p.row_stride = r.out.rowwise.row_stride;
+    p.row_group_stride = r.out.rowwise.group_stride;
+    p.row_scale = r.out.rowwise_scale.scale_inv;
+  }
+  if (columnwise) {
+    p.col_codes = static_cast<uint8_t*>(r.out.columnwise.data);
+    p.col_stride = r.out.columnwise.row_stride;
+    p.col_group_stride = r.out.columnwise.group_stride;
+    p.col_scale = r.out.columnwise_scale.scale_inv;
+  }
+  p.kind = r.kind;
+  p.format = r.format;
+  p.margin = r.margin;
+  p.power_2 = r.power_2_scales;
+  p.state_scale = r.state.scale;
+  p.state_amax = r.state.amax;
+  const size_t elem = element_size(in.dtype);
+  p.vec_in = aligned(in.data, 4 * elem) && in.row_stride % 4 == 0 && in.group_stride % 4 == 0;
+  p.vec_row_out = rowwise && aligned(r.out.rowwise.data, 4) && r.out.rowwise.row_stride % 4 == 0 &&
+                  r.out.rowwise.group_stride % 4 == 0;
+  if (r.kind == RecipeKind::kCurrent)
+    p.amax_partial = launch_amax(in.dtype, in.data, in.row_stride, in.group_stride, in.groups,
+                                 in.rows, in.cols, sm_ctas, &p.amax_chunks, ws, stream);
+  // The tile is staged for the column-wise copy, and for a 128 x 128 block's
+  // scale (known only once every row is read).
+  const size_t smem = columnwise || block ? (in.dtype == DType::kFloat32 ? tile_bytes<kInF32>()
+                                                                         : tile_bytes<kInBF16>())
+                                          : 0;
+  const int64_t units = in.groups * p.row_tiles * p.col_tiles;
+  const int64_t bookkeeping = (in.groups + kThreads - 1) / kThreads;
+  const int64_t wanted = units > bookkeeping ? units : bookkeeping;
+  dispatch_input(in.dtype, [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    auto kernel = block ? quantize_weight_kernel<K, true> : quantize_weight_kernel<K, false>;
+    const int ctas =
+        device_wide_ctas(reinterpret_cast<const void*>(kernel), kThreads, smem, ctx.device.index);
+    const int64_t grid = wanted < 1 ? 1 : (wanted < ctas ? wanted : ctas);
+    kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(p);
+    GL_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace
+}  // namespace grouped_linear::fp8::cuda_impl
+
+namespace grouped_linear::fp8 {
+
+namespace {
+const QuantizeOpsBackend kCudaOps = {
+    &cuda_impl::quantize_activation_cuda, &cuda_impl::quantize_weight_cuda,
+    &cuda_impl::dequantize_activation_cuda, &cuda_impl::dequantize_weight_cuda,
+    &cuda_impl::update_delayed_scaling_cuda};
+
+// Registration at load, for binaries that link this object; bindings also
+// call register_cuda_quantize_ops() (through register_cuda_engines), since a
+// static library's object that nothing references is not linked at all.
+[[maybe_unused]] const bool kRegistered =
+    (register_quantize_ops(DeviceType::kCUDA, &kCudaOps), true);
+}  // namespace
+
+void register_cuda_quantize_ops() { register_quantize_ops(DeviceType::kCUDA, &kCudaOps); }
+
+}  // namespace grouped_linear::fp8

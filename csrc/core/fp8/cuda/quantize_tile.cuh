@@ -1,0 +1,236 @@
+// One CTA quantizes one tile of up to 128 x 128 elements into the row-wise
+// copy (codes in place) and the column-wise copy (codes transposed through
+// shared memory, so both the reads and the writes are coalesced). The
+// activation and the weight kernels (quantize_ops_cuda.cu) are loops over
+// such tiles.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/fp8/cuda/fp8_device.cuh"
+
+namespace grouped_linear::fp8::cuda_impl {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kTile = 128;                    // rows and columns of a tile
+constexpr int kRowsPerWarp = kTile / kWarps;  // 16
+
+// Where a tile's scales come from.
+enum TileScaling : int {
+  kUniform = 0,    // one given scale (per-tensor recipes)
+  kPerRowCol = 1,  // 1 x 128 blocks: a scale per row (row-wise), per column (column-wise)
+  kPerTile = 2,    // one 128 x 128 block: one scale for both copies
+};
+
+// Shared-memory row pitch (elements) of the staged tile: reading one column
+// down 32 rows touches 32 different banks.
+template <int K>
+constexpr int tile_pitch() {
+  return K == kInF32 ? kTile + 1 : kTile + 2;
+}
+
+template <int K>
+constexpr size_t tile_bytes() {
+  return static_cast<size_t>(kTile) * tile_pitch<K>() * sizeof(typename Storage<K>::type);
+}
+
+struct TileIO {
+  const void* in;  // element (0, 0) of the tile
+  int64_t in_stride;
+  int nr, nc;        // rows and columns of the tile (<= 128)
+  uint8_t* row_out;  // row-wise codes at (0, 0), or null
+  int64_t row_stride;
+  float* row_scale;          // kPerRowCol: row r's scale_inv at row_scale[r * row_scale_stride]
+  int64_t row_scale_stride;  // kPerTile: the tile's scale_inv (row-wise copy), or null
+  uint8_t* col_out;          // column-wise codes: element (r, c) at col_out[c * col_stride + r]
+  int64_t col_stride;
+  float* col_scale;  // like row_scale, per column
+  int64_t col_scale_stride;
+  int nr_pad;    // column-wise rows [nr, nr_pad) are written as zero padding
+  bool vec_in;   // 4-element loads are aligned
+  bool vec_out;  // 4-byte row-wise stores are aligned
+};
+
+// The amax of a row segment spread over the warp (4 values a lane; absent
+// values are 0): NaN if any value is NaN, as quantize.h's amax().
+__device__ __forceinline__ float warp_segment_amax(const float (&v)[4]) {
+  bool nan = false;
+  float m = 0.f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    nan |= is_nan(v[e]);
+    m = fmaxf(m, fabsf(v[e]));  // fmaxf skips NaN; NaN is tracked apart
+  }
+  nan = __any_sync(0xffffffffu, nan);
+  m = warp_max(m);
+  return nan ? canonical_nan() : m;
+}
+
+// A block's scale from its amax: quantize_blockwise's rule (margin 0, 1 when
+// the amax is zero, infinite or NaN).
+__device__ __forceinline__ float block_scale(float block_amax, float fp8_max, bool power_2) {
+  return device_scale_from_amax(block_amax, fp8_max, 0, 1.f, power_2);
+}
+
+template <int K>
+__device__ __forceinline__ void load4(const typename Storage<K>::type* src,
+                                      typename Storage<K>::type (&raw)[4]) {
+  if constexpr (K == kInF32) {
+    const float4 q = __ldg(reinterpret_cast<const float4*>(src));
+    raw[0] = q.x, raw[1] = q.y, raw[2] = q.z, raw[3] = q.w;
+  } else {
+    const uint2 q = __ldg(reinterpret_cast<const uint2*>(src));
+    raw[0] = static_cast<uint16_t>(q.x), raw[1] = static_cast<uint16_t>(q.x >> 16);
+    raw[2] = static_cast<uint16_t>(q.y), raw[3] = static_cast<uint16_t>(q.y >> 16);
+  }
+}
+
+// Quantizes one tile. `scale` is the per-tensor scale (kUniform). With
+// `track`, |x| of every element is merged into thread_amax; with `sums_on`,
+// sums[e] accumulates this thread's column lane * 4 + e over its rows (the
+// caller reduces over warps). `tile` (tile_bytes<K>() of shared memory) is
+// needed when there is a column-wise copy or the scaling is kPerTile. Ends
+// with a barrier: `tile` and `scratch` (kWarps floats) are free afterwards.
+template <int K, int kScaling>
+__device__ void quantize_tile(const TileIO& io, float scale, Format format, bool power_2,
+                              typename Storage<K>::type* tile, float* scratch, bool track,
+                              float& thread_amax, bool sums_on, float (&sums)[4]) {
+  using S = typename Storage<K>::type;
+  constexpr int kPitch = tile_pitch<K>();
+  constexpr int kBatch = 4;  // rows a warp holds in registers at a time
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float fp8_max = format_info(format).max;
+  const bool stage = io.col_out != nullptr || kScaling == kPerTile;
+  const int c = lane * 4;
+  // Columns present from this lane's first on (may be <= 0 or > 4). Kept
+  // unclamped on purpose: ptxas before CUDA 13.4 can miscompile the
+  // max(0, min(4, x)) clamp on sm_90 (a fused VIMNMX.RELU whose predicate was
+  // taken as "4 present" for x == 0, storing past the row; see CCCL #11306).
+  const int left = io.nc - c;
+  const bool full = left >= 4;
+
+  // Row-wise codes of one row from its values (4 per lane).
+  auto store_row = [&](int r, const float (&v)[4], float s) {
+    uint8_t q[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) q[e] = device_to_fp8(host_mul(v[e], s), format);
+    uint8_t* dst = io.row_out + r * io.row_stride + c;
+    if (io.vec_out && full) {
+      *reinterpret_cast<uint32_t*>(dst) =
+          q[0] | (q[1] << 8) | (q[2] << 16) | (static_cast<uint32_t>(q[3]) << 24);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (e < left) dst[e] = q[e];
+    }
+  };
+
+  // Warp w takes rows w, w + 8, ..., lane l columns 4l .. 4l + 3, a batch of
+  // rows at a time (absent values read as 0).
+  float folded = 0.f;  // kPerTile: this warp's rows' segment amaxes, folded
+  for (int i0 = 0; i0 < kRowsPerWarp; i0 += kBatch) {
+    float v[kBatch][4];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int r = warp + kWarps * (i0 + b);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[b][e] = 0.f;
+      if (r < io.nr && left > 0) {
+        const S* src = static_cast<const S*>(io.in) + r * io.in_stride + c;
+        S raw[4];
+        if (io.vec_in && full) {
+          load4<K>(src, raw);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) raw[e] = e < left ? src[e] : S(0);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (e < left) {
+            v[b][e] = widen<K>(raw[e]);
+            if (stage) tile[r * kPitch + c + e] = raw[e];
+          }
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int r = warp + kWarps * (i0 + b);
+      if (track)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) thread_amax = merge_amax(thread_amax, fabsf(v[b][e]));
+      if (sums_on)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sums[e] += v[b][e];
+      if (r >= io.nr) continue;  // warp-uniform
+      if constexpr (kScaling == kPerTile) {
+        // quantize_blockwise folds its rows' segment amaxes in any order.
+        folded = fold_block_amax(folded, warp_segment_amax(v[b]));
+      } else if (io.row_out != nullptr) {
+        float s = scale;
+        if constexpr (kScaling == kPerRowCol) {
+          s = block_scale(fold_block_amax(0.f, warp_segment_amax(v[b])), fp8_max, power_2);
+          if (lane == 0) io.row_scale[r * io.row_scale_stride] = host_recip(s);
+        }
+        store_row(r, v[b], s);
+      }
+    }
+  }
+
+  float tile_scale = scale;
+  if constexpr (kScaling == kPerTile) {
+    if (lane == 0) scratch[warp] = folded;
+    __syncthreads();  // also: the staged tile is complete
+    float block_amax = 0.f;
+    for (int w = 0; w < kWarps; ++w) block_amax = fold_block_amax(block_amax, scratch[w]);
+    tile_scale = block_scale(block_amax, fp8_max, power_2);
+    if (threadIdx.x == 0) {
+      if (io.row_scale != nullptr) *io.row_scale = host_recip(tile_scale);
+      if (io.col_scale != nullptr) *io.col_scale = host_recip(tile_scale);
+    }
+    if (io.row_out != nullptr)
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        const int r = warp + kWarps * i;
+        if (r >= io.nr) break;
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = e < left ? widen<K>(tile[r * kPitch + c + e]) : 0.f;
+        store_row(r, v, tile_scale);
+      }
+  }
+
+  if (io.col_out != nullptr) {
+    __syncthreads();
+    // Warp w takes columns w, w + 8, ...; lane l rows l, l + 32, l + 64, l + 96,
+    // so each store instruction writes 32 consecutive bytes of one column-wise row.
+    for (int k = 0; k < kTile / kWarps; ++k) {
+      const int cc = warp + kWarps * k;
+      if (cc >= io.nc) break;  // warp-uniform
+      float x[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int r = lane + 32 * q;
+        x[q] = r < io.nr ? widen<K>(tile[r * kPitch + cc]) : 0.f;
+      }
+      float s = tile_scale;
+      if constexpr (kScaling == kPerRowCol) {
+        s = block_scale(fold_block_amax(0.f, warp_segment_amax(x)), fp8_max, power_2);
+        if (lane == 0) io.col_scale[cc * io.col_scale_stride] = host_recip(s);
+      }
+      uint8_t* dst = io.col_out + cc * io.col_stride;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int r = lane + 32 * q;
+        if (r < io.nr)
+          dst[r] = device_to_fp8(host_mul(x[q], s), format);
+        else if (r < io.nr_pad)
+          dst[r] = 0;
+      }
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace grouped_linear::fp8::cuda_impl

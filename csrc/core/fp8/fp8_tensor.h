@@ -1,0 +1,96 @@
+// Quantized operands: FP8 codes plus the scales that dequantize them, and the
+// layouts each GEMM role reads. Non-owning, like core/views.h.
+//
+// FP8 wgmma on Hopper reads both operands K-major, so each role needs its own
+// copy of an operand (Transformer Engine's "row-wise" and "column-wise"):
+//
+//   role    A (K-major)                          B (K-major)
+//   fwd     X  row-wise     [T, K]               W  row-wise     [G][N, K]
+//   dgrad   dY row-wise     [T, N]               W  column-wise  [G][K, N] (each Wᵀ)
+//   wgrad   dY column-wise  [N, padded T]        X  column-wise  [K, padded T]
+//
+// Column-wise copies of activations put each group's rows into columns that
+// start at a multiple of kGroupAlign (zero-filled in between), so every
+// group's K-range of the wgrad GEMM starts 16-byte aligned, as TMA needs,
+// whatever the group sizes. Scales are always fp32 `scale_inv` (dequantize =
+// code * scale_inv).
+#pragma once
+
+#include <cstdint>
+
+#include "core/fp8/fp8_format.h"
+#include "core/views.h"
+
+namespace grouped_linear::fp8 {
+
+// Group starts in column-wise copies are multiples of this many columns.
+constexpr int64_t kGroupAlign = 16;
+
+inline int64_t round_up(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// Columns to allocate for the column-wise copy of T grouped rows in G groups:
+// enough for any split (each group wastes < kGroupAlign), a multiple of
+// kGroupAlign so the row stride stays aligned. Needs no group sizes, so a
+// device m_splits costs no sync.
+inline int64_t padded_columns(int64_t total_rows, int64_t num_groups) {
+  return round_up(total_rows + (kGroupAlign - 1) * num_groups, kGroupAlign);
+}
+
+// How scale_inv maps onto the codes.
+//   kPerTensor  one scale for the whole matrix (grouped weights: one per group)
+//   kBlock      one scale per block_rows x block_cols block, row-major over blocks
+//               (grouped weights: [G][row_blocks, col_blocks]; column-wise
+//               activations: see QuantizedActivation)
+enum class ScaleLayout : uint8_t { kPerTensor, kBlock };
+
+struct ScaleView {
+  float* scale_inv = nullptr;  // on the codes' device
+  ScaleLayout layout = ScaleLayout::kPerTensor;
+  int block_rows = 0, block_cols = 0;  // kBlock only
+};
+
+// Activations X or dY, [T, C]: a row-wise copy [T, C] and/or a column-wise
+// copy [C, padded_columns(T, G)]. In the column-wise copy group g occupies
+// columns [offset_g, offset_g + m_g), offset_g = Σ_{j<g} round_up(m_j, 16).
+//
+// Blockwise scales (1 x 128 blocks along the reduction dimension of the role
+// that reads the copy):
+//   row-wise      scale_inv [T, ceil(C / 128)]
+//   column-wise   blocks of 128 columns restart at each group's first
+//                 column (a block never spans two groups): scale_inv
+//                 [C, Σ_g ceil(m_g / 128)] with group g's blocks starting at
+//                 column Σ_{j<g} ceil(m_j / 128). Allocate C x
+//                 column_block_capacity(T, G) floats.
+struct QuantizedActivation {
+  Format format = Format::kE4M3;
+  MatrixView rowwise;     // codes (dtype kFloat8E4M3/kFloat8E5M2); rowwise.data null when absent
+  ScaleView rowwise_scale;
+  MatrixView columnwise;  // codes [C, padded]; columnwise.data null when absent
+  ScaleView columnwise_scale;
+};
+
+inline int64_t column_block_capacity(int64_t total_rows, int64_t num_groups, int block = 128) {
+  return (total_rows + block - 1) / block + num_groups;  // each group adds at most one partial block
+}
+
+// Grouped weights W [G, N, K]: row-wise [G][N, K] for fwd, column-wise
+// [G][K, N] (each group transposed) for dgrad. Per-tensor: one scale per
+// group ([G]); blockwise: 128 x 128 blocks, [G][ceil(N/128), ceil(K/128)]
+// row-wise and [G][ceil(K/128), ceil(N/128)] column-wise (a 128 x 128 block
+// has the same amax either way, so the column-wise copy is the exact
+// transpose of the row-wise one, codes and scales).
+struct QuantizedWeight {
+  Format format = Format::kE4M3;
+  GroupedMatrixView rowwise;
+  ScaleView rowwise_scale;
+  GroupedMatrixView columnwise;
+  ScaleView columnwise_scale;
+};
+
+inline DType code_dtype(Format format) {
+  return format == Format::kE4M3 ? DType::kFloat8E4M3 : DType::kFloat8E5M2;
+}
+
+}  // namespace grouped_linear::fp8
