@@ -46,6 +46,11 @@ set(GL_EXT_SOURCES
   csrc/torch_binding/grouped_ops.cpp
   csrc/torch_binding/autograd_function.cpp
   csrc/torch_binding/fp8_bindings.cpp
+  csrc/torch_binding/fp8_gemm_ops.cpp
+  csrc/torch_binding/fp8_tensors.cpp
+  csrc/torch_binding/fp8_state.cpp
+  csrc/torch_binding/fp8_autograd.cpp
+  csrc/torch_binding/op_registration.cpp
   csrc/torch_binding/python_module.cpp)
 set(GL_EXT_LIBS c10 torch torch_cpu torch_python)
 set(GL_EXT_WITH_CUDA OFF)

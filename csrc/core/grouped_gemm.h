@@ -15,6 +15,12 @@
 
 namespace grouped_linear {
 
+namespace fp8 {
+struct ForwardProblem;
+struct DgradProblem;
+struct WgradProblem;
+}  // namespace fp8
+
 struct ForwardProblem {
   MatrixView x;            // [T, K]
   GroupedMatrixView w;     // [G, N, K]
@@ -61,6 +67,16 @@ class GroupedGemmEngine {
   // tests and tuning may force one by name ("" restores the automatic choice).
   virtual std::vector<std::string> kernel_names() const { return {}; }
   virtual void set_kernel_override(const std::string& name);
+
+  // FP8 products (core/fp8/fp8_gemm.h). An engine with FP8 kernels returns
+  // true from runs_fp8 for the problems it covers and implements these;
+  // otherwise fp8::run_fp8_* emulate them on the engine's unquantized path.
+  virtual bool runs_fp8(const fp8::ForwardProblem&, const ExecContext&) const { return false; }
+  virtual bool runs_fp8(const fp8::DgradProblem&, const ExecContext&) const { return false; }
+  virtual bool runs_fp8(const fp8::WgradProblem&, const ExecContext&) const { return false; }
+  virtual void fp8_forward(const fp8::ForwardProblem& problem, const ExecContext& ctx);
+  virtual void fp8_dgrad(const fp8::DgradProblem& problem, const ExecContext& ctx);
+  virtual void fp8_wgrad(const fp8::WgradProblem& problem, const ExecContext& ctx);
 };
 
 // Shape, dtype and device consistency of a problem, checked once before any

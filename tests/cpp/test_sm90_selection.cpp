@@ -72,6 +72,34 @@ TEST(Sm90KernelSelection, EveryRoleAndDtypeHasAKernelAndOthersNone) {
   EXPECT_EQ(pick(Role::kForward, kBf16, kBf16, {0, 0}), "forward_bf16_coop128x256");
 }
 
+std::string pick_fp8(Role role, DType a, DType b, DType out, const std::vector<int64_t>& sizes) {
+  GroupShape shape;
+  shape.num_groups = static_cast<int>(sizes.size());
+  for (int64_t s : sizes) shape.total_rows += s;
+  shape.host_sizes = sizes.data();
+  shape.n = 1536;
+  shape.k = 2048;
+  const KernelEntry* e = select_kernel(role, a, b, out, shape);
+  return e == nullptr ? "none" : e->name;
+}
+
+TEST(Sm90KernelSelection, Fp8KernelsMatchBothOperandFormats) {
+  constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2;
+  const std::vector<int64_t> uniform(8, 2048);
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, skewed(128)), "forward_e4m3_bf16_ping64x256");
+  // HYBRID: E5M2 gradients times E4M3 weights / activations.
+  EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, uniform), "dgrad_e5m2_bf16_coop128x256");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat32, uniform),
+            "wgrad_e5m2_to_fp32_coop128x256");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, std::vector<int64_t>(128, 256)),
+            "wgrad_e4m3_bf16_coop128x256");
+  // No E5M2 weights, no E5M2 forward, no mixed 16-bit / FP8 operands.
+  EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE5, kBf16, uniform), "none");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE5, kE4, kBf16, uniform), "none");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kBf16, kBf16, uniform), "none");
+}
+
 TEST(Sm90KernelSelection, OverrideWinsForItsRoleOnly) {
   set_kernel_override("forward_bf16_coop128x256");
   EXPECT_EQ(pick(Role::kForward, kBf16, kBf16, skewed(128)), "forward_bf16_coop128x256");

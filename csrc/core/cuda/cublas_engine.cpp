@@ -6,6 +6,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/group_kernels.h"
 #include "core/cuda/stream_resources.h"
+#include "core/log.h"
 
 namespace grouped_linear::cuda {
 namespace {
@@ -52,6 +53,13 @@ std::vector<int64_t> row_offsets(const GroupSizes& splits, int64_t total_rows,
   return offsets;
 }
 
+// What ran, for GROUPED_LINEAR_LOG_LEVEL=info.
+void log_run(const char* role, const GroupSizes& splits) {
+  GL_LOG_INFO(role, ": cublas, one cublasGemmEx per non-empty group (G=", splits.num_groups,
+              splits.host != nullptr ? ", m_splits on the host)"
+                                     : ", m_splits on the device: read back with one stream sync)");
+}
+
 StreamResources& resources(const ExecContext& ctx) {
   GL_CHECK(ctx.device.type == DeviceType::kCUDA, "cuBLAS engine got a non-CUDA context");
   return stream_resources(ctx.device.index, static_cast<cudaStream_t>(ctx.stream), ctx.allocator);
@@ -76,6 +84,7 @@ class CublasEngine final : public GroupedGemmEngine {
 
   void forward(const ForwardProblem& p, const ExecContext& ctx) override {
     validate(p);
+    log_run("forward", p.splits);
     StreamResources& res = resources(ctx);
     const auto offsets = row_offsets(p.splits, p.x.rows, res.stream);
     if (p.bias.present) {
@@ -105,6 +114,7 @@ class CublasEngine final : public GroupedGemmEngine {
 
   void dgrad(const DgradProblem& p, const ExecContext& ctx) override {
     validate(p);
+    log_run("dgrad", p.splits);
     StreamResources& res = resources(ctx);
     const auto offsets = row_offsets(p.splits, p.dy.rows, res.stream);
     const int64_t n = p.w.rows, k = p.w.cols;
@@ -127,6 +137,7 @@ class CublasEngine final : public GroupedGemmEngine {
 
   void wgrad(const WgradProblem& p, const ExecContext& ctx) override {
     validate(p);
+    log_run("wgrad", p.splits);
     StreamResources& res = resources(ctx);
     const auto offsets = row_offsets(p.splits, p.x.rows, res.stream);
     if (p.dbias.present) {

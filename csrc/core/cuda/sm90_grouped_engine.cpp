@@ -9,6 +9,8 @@
 #include "core/cuda/device_info.h"
 #include "core/cuda/group_kernels.h"
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
+#include "core/fp8/fp8_gemm.h"
+#include "core/log.h"
 
 namespace grouped_linear::cuda {
 namespace {
@@ -30,6 +32,33 @@ bool shape_fits(int64_t n, int64_t k, const GroupSizes& splits) {
   const int64_t limit = splits.host != nullptr ? sm90::kMaxHostGroups : sm90::kMaxGroups;
   return n > 0 && k > 0 && n % 8 == 0 && k % 8 == 0 && n < (int64_t{1} << 31) &&
          k < (int64_t{1} << 31) && splits.num_groups >= 1 && splits.num_groups <= limit;
+}
+
+// The epilogue reads group g's bias at bias + g * N, in the output dtype.
+bool bias_fits(const GroupedMatrixView& bias, const MatrixView& y) {
+  return bias.dtype == y.dtype && bias.rows == 1 && bias.cols == y.cols && bias.group_stride == y.cols;
+}
+
+// For GROUPED_LINEAR_LOG_LEVEL=info: the kernel that runs and what it was
+// chosen from, or why a problem goes to cuBLAS (checked in the order above).
+std::string kernel_choice(const KernelEntry& kernel, const GroupedLaunch& launch) {
+  const int64_t groups = std::max(launch.num_groups, 1);
+  return detail::concat("sm90_grouped kernel ", kernel.name, " (", kernel.tile_m,
+                        "-row tiles: N=", launch.n, ", K=", launch.k, ", ", launch.num_groups,
+                        " groups average ", launch.total_rows / groups, " rows, sizes on the ",
+                        launch.host_sizes != nullptr ? "host)" : "device)");
+}
+std::string cublas_reason(bool on_sm90, const KernelEntry* kernel, DType input, int64_t n,
+                          int64_t k, const GroupSizes& splits) {
+  if (!on_sm90) return "the device is not sm_90";
+  if (kernel == nullptr) return detail::concat("no grouped kernel for ", dtype_name(input));
+  if (n <= 0 || k <= 0) return detail::concat("empty product: N=", n, ", K=", k);
+  if (k % 8 != 0) return detail::concat("K=", k, " not a multiple of 8");
+  if (n % 8 != 0) return detail::concat("N=", n, " not a multiple of 8");
+  if (!shape_fits(n, k, splits))
+    return detail::concat(splits.num_groups, " groups or N=", n, ", K=", k,
+                          " beyond what the kernels cover");
+  return "an operand is strided or not 16-byte aligned, or the bias layout differs from the output";
 }
 
 // Device memory for one launch, from the caller's allocator, given back right
@@ -91,6 +120,20 @@ std::vector<int64_t> host_offsets(const GroupSizes& splits) {
   return offsets;
 }
 
+// FP8 operands the kernels read: per-tensor scales (blockwise scaling is
+// emulated for now), K-major rows 16-byte aligned, so the reduction
+// dimension and the rows' starts are multiples of 16 one-byte elements.
+// Column-wise copies: rows `row_stride` apart, a multiple of 16.
+bool fp8_rows_fit(const MatrixView& m) {
+  return m.data != nullptr && m.row_stride % 16 == 0 && m.cols <= m.row_stride && aligned16(m.data);
+}
+bool fp8_per_tensor(const fp8::ScaleView& scale) {
+  return scale.layout == fp8::ScaleLayout::kPerTensor && scale.scale_inv != nullptr;
+}
+bool fp8_shape_fits(int64_t n, int64_t k, const GroupSizes& splits) {
+  return n % 16 == 0 && k % 16 == 0 && shape_fits(n, k, splits);
+}
+
 class Sm90GroupedEngine final : public GroupedGemmEngine {
  public:
   const char* name() const override { return "sm90_grouped"; }
@@ -109,11 +152,85 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
 
   void set_kernel_override(const std::string& name) override { sm90::set_kernel_override(name); }
 
+  // FP8: one launch per role, as for 16-bit inputs; the per-group factor
+  // a_scale_inv * b_scale_inv is formed by the kernel's setup.
+  bool runs_fp8(const fp8::ForwardProblem& p, const ExecContext& ctx) const override {
+    return available(ctx.device) && fp8_forward_kernel(p) != nullptr &&
+           fp8_shape_fits(p.w.rowwise.rows, p.w.rowwise.cols, p.splits) &&
+           packed(p.x.rowwise) && p.x.rowwise.cols == p.w.rowwise.cols && packed(p.w.rowwise) &&
+           packed(p.y) && (!p.bias.present || bias_fits(p.bias, p.y)) &&
+           fp8_per_tensor(p.x.rowwise_scale) && fp8_per_tensor(p.w.rowwise_scale);
+  }
+  bool runs_fp8(const fp8::DgradProblem& p, const ExecContext& ctx) const override {
+    // w.columnwise is [G][K, N]: rows = K, cols = N.
+    return available(ctx.device) && fp8_dgrad_kernel(p) != nullptr &&
+           fp8_shape_fits(p.w.columnwise.cols, p.w.columnwise.rows, p.splits) &&
+           packed(p.dy.rowwise) && p.dy.rowwise.cols == p.w.columnwise.cols &&
+           packed(p.w.columnwise) && packed(p.dx) && fp8_per_tensor(p.dy.rowwise_scale) &&
+           fp8_per_tensor(p.w.columnwise_scale);
+  }
+  bool runs_fp8(const fp8::WgradProblem& p, const ExecContext& ctx) const override {
+    // dy.columnwise is [N, padded T], x.columnwise [K, padded T].
+    return available(ctx.device) && p.dw.present && fp8_wgrad_kernel(p) != nullptr &&
+           fp8_shape_fits(p.dy.columnwise.rows, p.x.columnwise.rows, p.splits) &&
+           fp8_rows_fit(p.dy.columnwise) && fp8_rows_fit(p.x.columnwise) &&
+           p.dy.columnwise.row_stride == p.x.columnwise.row_stride && packed(p.dw) &&
+           fp8_per_tensor(p.dy.columnwise_scale) && fp8_per_tensor(p.x.columnwise_scale);
+  }
+
+  void fp8_forward(const fp8::ForwardProblem& p, const ExecContext& ctx) override {
+    GL_CHECK(runs_fp8(p, ctx), "sm90_grouped: no FP8 forward kernel for this problem");
+    const int64_t n = p.w.rowwise.rows, k = p.w.rowwise.cols;
+    GroupedLaunch launch = make_launch(Role::kForward, p.splits, p.x.rowwise.rows, n, k, ctx);
+    launch.a = p.x.rowwise.data;
+    launch.b = p.w.rowwise.data;
+    launch.d = p.y.data;
+    if (p.bias.present) launch.bias = p.bias.data;
+    launch.a_scale_inv = p.x.rowwise_scale.scale_inv;
+    launch.b_scale_inv = p.w.rowwise_scale.scale_inv;
+    launch.b_scale_per_group = true;
+    GL_LOG_INFO("forward: FP8 ", kernel_choice(*fp8_forward_kernel(p), launch));
+    run(*fp8_forward_kernel(p), launch, ctx);
+  }
+
+  void fp8_dgrad(const fp8::DgradProblem& p, const ExecContext& ctx) override {
+    GL_CHECK(runs_fp8(p, ctx), "sm90_grouped: no FP8 dgrad kernel for this problem");
+    const int64_t k = p.w.columnwise.rows, n = p.w.columnwise.cols;
+    GroupedLaunch launch = make_launch(Role::kDgrad, p.splits, p.dy.rowwise.rows, n, k, ctx);
+    launch.a = p.dy.rowwise.data;
+    launch.b = p.w.columnwise.data;
+    launch.d = p.dx.data;
+    launch.a_scale_inv = p.dy.rowwise_scale.scale_inv;
+    launch.b_scale_inv = p.w.columnwise_scale.scale_inv;
+    launch.b_scale_per_group = true;
+    GL_LOG_INFO("dgrad: FP8 ", kernel_choice(*fp8_dgrad_kernel(p), launch));
+    run(*fp8_dgrad_kernel(p), launch, ctx);
+  }
+
+  void fp8_wgrad(const fp8::WgradProblem& p, const ExecContext& ctx) override {
+    GL_CHECK(runs_fp8(p, ctx), "sm90_grouped: no FP8 wgrad kernel for this problem");
+    const int64_t n = p.dy.columnwise.rows, k = p.x.columnwise.rows;
+    GroupedLaunch launch = make_launch(Role::kWgrad, p.splits, p.total_rows, n, k, ctx);
+    launch.a = p.dy.columnwise.data;
+    launch.b = p.x.columnwise.data;
+    launch.d = p.dw.data;
+    launch.beta = p.accumulate ? 1.f : 0.f;
+    launch.a_scale_inv = p.dy.columnwise_scale.scale_inv;
+    launch.b_scale_inv = p.x.columnwise_scale.scale_inv;
+    launch.b_scale_per_group = false;
+    launch.padded_columns = p.dy.columnwise.row_stride;
+    GL_LOG_INFO("wgrad: FP8 ", kernel_choice(*fp8_wgrad_kernel(p), launch));
+    run(*fp8_wgrad_kernel(p), launch, ctx);
+  }
+
   void forward(const ForwardProblem& p, const ExecContext& ctx) override {
     const KernelEntry* kernel =
         pick(Role::kForward, p.x.dtype, p.y.dtype, p.splits, p.x.rows, p.w.rows, p.w.cols);
     if (kernel == nullptr || !shape_fits(p.w.rows, p.w.cols, p.splits) || !packed(p.x) || !packed(p.y) ||
-        !packed(p.w) || !available(ctx.device)) {
+        !packed(p.w) || (p.bias.present && !bias_fits(p.bias, p.y)) || !available(ctx.device)) {
+      GL_LOG_INFO("forward: sm90_grouped fell back to cublas: ",
+                  cublas_reason(available(ctx.device), kernel, p.x.dtype, p.w.rows, p.w.cols,
+                                p.splits));
       cublas_engine().forward(p, ctx);
       return;
     }
@@ -122,11 +239,8 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     launch.a = p.x.data;
     launch.b = p.w.data;
     launch.d = p.y.data;
-    if (p.bias.present) {
-      // Y starts as each group's bias; the GEMM adds X·Wᵀ to it (beta = 1).
-      fill_bias(p, launch.stream);
-      launch.beta = 1.f;
-    }
+    if (p.bias.present) launch.bias = p.bias.data;  // added in the kernel's epilogue
+    GL_LOG_INFO("forward: ", kernel_choice(*kernel, launch));
     run(*kernel, launch, ctx);
   }
 
@@ -135,6 +249,9 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
         pick(Role::kDgrad, p.dy.dtype, p.dx.dtype, p.splits, p.dy.rows, p.w.rows, p.w.cols);
     if (kernel == nullptr || !shape_fits(p.w.rows, p.w.cols, p.splits) || !packed(p.dy) ||
         !packed(p.dx) || !packed(p.w) || !available(ctx.device)) {
+      GL_LOG_INFO("dgrad: sm90_grouped fell back to cublas: ",
+                  cublas_reason(available(ctx.device), kernel, p.dy.dtype, p.w.rows, p.w.cols,
+                                p.splits));
       cublas_engine().dgrad(p, ctx);
       return;
     }
@@ -143,6 +260,7 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     launch.a = p.dy.data;
     launch.b = p.w.data;
     launch.d = p.dx.data;
+    GL_LOG_INFO("dgrad: ", kernel_choice(*kernel, launch));
     run(*kernel, launch, ctx);
   }
 
@@ -152,6 +270,9 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
         pick(Role::kWgrad, p.x.dtype, out, p.splits, p.x.rows, p.dy.cols, p.x.cols);
     if (kernel == nullptr || !shape_fits(p.dy.cols, p.x.cols, p.splits) || !packed(p.dy) ||
         !packed(p.x) || (p.dw.present && !packed(p.dw)) || !available(ctx.device)) {
+      GL_LOG_INFO("wgrad: sm90_grouped fell back to cublas: ",
+                  cublas_reason(available(ctx.device), kernel, p.x.dtype, p.dy.cols, p.x.cols,
+                                p.splits));
       cublas_engine().wgrad(p, ctx);
       return;
     }
@@ -164,20 +285,32 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     launch.b = p.x.data;
     launch.d = p.dw.data;
     launch.beta = p.accumulate ? 1.f : 0.f;
+    GL_LOG_INFO("wgrad: ", kernel_choice(*kernel, launch));
     run(*kernel, launch, ctx);
   }
 
  private:
-  static void fill_bias(const ForwardProblem& p, cudaStream_t stream) {
-    if (p.splits.host != nullptr) {
-      for_each_group_chunk(host_offsets(p.splits), [&](int64_t g0, int count, const int64_t* rows) {
-        launch_fill_bias_rows(p.y, p.bias, g0, count, rows, stream);
-      });
-    } else {
-      launch_fill_bias_rows_device_sizes(p.y, p.bias, p.splits.device,
-                                         p.splits.device_dtype == DType::kInt64,
-                                         static_cast<int>(p.splits.num_groups), stream);
-    }
+  static const KernelEntry* fp8_pick(Role role, DType a, DType b, DType out, const GroupSizes& splits,
+                                     int64_t rows, int64_t n, int64_t k) {
+    sm90::GroupShape shape;
+    shape.total_rows = rows;
+    shape.num_groups = static_cast<int>(splits.num_groups);
+    shape.host_sizes = splits.host;
+    shape.n = n;
+    shape.k = k;
+    return sm90::select_kernel(role, a, b, out, shape);
+  }
+  static const KernelEntry* fp8_forward_kernel(const fp8::ForwardProblem& p) {
+    return fp8_pick(Role::kForward, p.x.rowwise.dtype, p.w.rowwise.dtype, p.y.dtype, p.splits,
+                    p.x.rowwise.rows, p.w.rowwise.rows, p.w.rowwise.cols);
+  }
+  static const KernelEntry* fp8_dgrad_kernel(const fp8::DgradProblem& p) {
+    return fp8_pick(Role::kDgrad, p.dy.rowwise.dtype, p.w.columnwise.dtype, p.dx.dtype, p.splits,
+                    p.dy.rowwise.rows, p.w.columnwise.cols, p.w.columnwise.rows);
+  }
+  static const KernelEntry* fp8_wgrad_kernel(const fp8::WgradProblem& p) {
+    return fp8_pick(Role::kWgrad, p.dy.columnwise.dtype, p.x.columnwise.dtype, p.dw.dtype, p.splits,
+                    p.total_rows, p.dy.columnwise.rows, p.x.columnwise.rows);
   }
 
   static void bias_grad(const WgradProblem& p, cudaStream_t stream) {

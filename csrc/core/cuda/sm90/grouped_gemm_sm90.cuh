@@ -57,27 +57,68 @@ struct RoleLayouts<Role::kWgrad> {  // dYᵀ is M-major A, X is N-major B
   using A = cutlass::layout::ColumnMajor;
   using B = cutlass::layout::RowMajor;
 };
+// FP8 wgmma reads both operands K-major only; the quantized copies are laid
+// out for it (core/fp8/fp8_tensor.h): dgrad's B is each Wᵀ [K, N], wgrad's
+// A and B are the column-wise copies dYᵀ [N, padded T] and Xᵀ [K, padded T].
+struct KMajorLayouts {
+  using A = cutlass::layout::RowMajor;
+  using B = cutlass::layout::ColumnMajor;
+};
 
-template <Role R, class ElementIn, class ElementOut, class Config>
+// The forward's epilogue: D = alpha_g * acc + bias_g. alpha is 1, or per
+// group for FP8 (the product of the operands' scale_inv); the bias row is read
+// through a per-group pointer array (a null array adds nothing, so one kernel
+// serves layers with and without bias). It reads no C operand.
+template <class TileShape, class ElementOut>
+using ScaleBiasFusion = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ElementOut, float,
+                                           cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90ScalarBroadcastPtrArray<float, cute::Stride<cute::_0, cute::_0, int64_t>>,
+    cutlass::epilogue::fusion::Sm90AccFetch,
+    cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, ElementOut*, float,
+                                                cute::Stride<cute::_0, cute::_1, cute::_0>>>;
+
+template <Role R, class ElementA_, class ElementB_, class ElementOut_, class Config>
 struct GroupedGemm {
+  using ElementA = ElementA_;
+  using ElementB = ElementB_;
+  using ElementOut = ElementOut_;
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
   using Shape = typename ProblemShape::UnderlyingProblemShape;
-  using LayoutA = typename RoleLayouts<R>::A;
-  using LayoutB = typename RoleLayouts<R>::B;
+  static constexpr bool kFp8 = cutlass::sizeof_bits<ElementA>::value == 8;
+  static_assert(kFp8 == (cutlass::sizeof_bits<ElementB>::value == 8), "FP8 operands come in pairs");
+  using Layouts = std::conditional_t<kFp8, KMajorLayouts, RoleLayouts<R>>;
+  using LayoutA = typename Layouts::A;
+  using LayoutB = typename Layouts::B;
   using LayoutD = cutlass::layout::RowMajor;
-  static constexpr int kAlignIn = 128 / cutlass::sizeof_bits<ElementIn>::value;
+  static constexpr int kAlignA = 128 / cutlass::sizeof_bits<ElementA>::value;
+  static constexpr int kAlignB = 128 / cutlass::sizeof_bits<ElementB>::value;
   static constexpr int kAlignOut = 128 / cutlass::sizeof_bits<ElementOut>::value;
+  // FP8 wgrad reads the column-wise copies, whose groups start at multiples
+  // of kGroupAlign columns.
+  static constexpr bool kPaddedGroups = kFp8 && R == Role::kWgrad;
+  static constexpr int kGroupAlign = 16;
+  // Rows of the zero operand an empty wgrad group multiplies: K = 1 for
+  // 16-bit M/N-major operands; FP8's K-major rows must be 16 bytes.
+  static constexpr int kEmptyK = kFp8 ? 16 : 1;
+
+  // fwd adds the bias in its epilogue; dgrad and wgrad compute
+  // D = alpha * acc + beta * C (beta = 1 accumulates wgrad into main_grad).
+  static constexpr bool kBiasEpilogue = R == Role::kForward;
+  using FusionOp = std::conditional_t<
+      kBiasEpilogue, ScaleBiasFusion<typename Config::TileShape, ElementOut>,
+      cutlass::epilogue::fusion::LinearCombination<ElementOut, float, ElementOut, float>>;
+  using ElementC = std::conditional_t<kBiasEpilogue, void, ElementOut>;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
       typename Config::ClusterShape, cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      ElementOut, LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut,
-      typename Config::EpilogueSchedule,
-      cutlass::epilogue::fusion::LinearCombination<ElementOut, float, ElementOut, float>>::CollectiveOp;
+      ElementC, LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut,
+      typename Config::EpilogueSchedule, FusionOp>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementIn, LayoutA*, kAlignIn, ElementIn,
-      LayoutB*, kAlignIn, float, typename Config::TileShape, typename Config::ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA*, kAlignA, ElementB,
+      LayoutB*, kAlignB, float, typename Config::TileShape, typename Config::ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename Epilogue::SharedStorage))>,
       typename Config::KernelSchedule>::CollectiveOp;
@@ -92,15 +133,17 @@ struct GroupedGemm {
   // The per-group argument arrays, carved from one workspace block.
   struct Arrays {
     Shape* problems;
-    const ElementIn** ptr_a;
-    const ElementIn** ptr_b;
+    const ElementA** ptr_a;
+    const ElementB** ptr_b;
     ElementOut** ptr_d;
+    const ElementOut** ptr_bias;  // fwd with bias: each group's bias row
     StrideA* stride_a;
     StrideB* stride_b;
     StrideC* stride_c;
     StrideD* stride_d;
-    ElementIn* zeros;  // wgrad: operand of empty groups, so they compute exact zeros
-    int64_t zeros_count;
+    float* alpha;   // FP8: per-group dequantization factor, a_scale_inv * b_scale_inv
+    uint8_t* zeros;  // wgrad: operand bytes of empty groups, so they compute exact zeros
+    int64_t zeros_bytes;
     void* cutlass_workspace;
   };
 };
@@ -115,6 +158,12 @@ struct SetupArgs {
   const void* a;
   const void* b;
   void* d;
+  const void* bias;  // fwd: [G, N] or null
+  // FP8: the operands' scale_inv, A per tensor, B per tensor or per group.
+  const float* a_scale_inv;
+  const float* b_scale_inv;
+  bool b_scale_per_group;
+  int64_t padded_columns;  // FP8 wgrad: width of the column-wise copies
   int32_t host_sizes[kMaxHostGroups];
 };
 
@@ -124,9 +173,12 @@ struct SetupArgs {
 // depends on another and no second launch is needed. Device sizes are
 // clamped (negative -> 0, rows past T dropped) so bad device input cannot
 // make the GEMM read or write out of bounds; host sizes were validated.
-template <Role R, class GG, class ElementIn, class ElementOut>
+template <Role R, class GG>
 __device__ void write_group_arguments(const SetupArgs& args, const typename GG::Arrays& out,
                                       int64_t* scratch) {
+  using ElementA = typename GG::ElementA;
+  using ElementB = typename GG::ElementB;
+  using ElementOut = typename GG::ElementOut;
   const int groups = args.num_groups;
   auto size_of = [&](int g) -> int64_t {
     int64_t size;
@@ -138,36 +190,49 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
       size = static_cast<const int32_t*>(args.device_sizes)[g];
     return size < 0 ? 0 : size;
   };
+  // Where group g's rows start: in the rows of T, and (FP8 wgrad) in the
+  // columns of the column-wise copies, each group rounded up to kGroupAlign.
+  int64_t* begins = scratch;
+  int64_t* padded_begins = scratch + groups;
 
   // Warp 0: lane l sums a contiguous chunk, the lanes scan their sums with
-  // shuffles, then each lane writes its chunk's exclusive prefix (begin rows).
+  // shuffles, then each lane writes its chunk's exclusive prefixes.
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     const int chunk = (groups + 31) / 32;
     const int first = lane * chunk, last = min(first + chunk, groups);
-    int64_t sum = 0;
-    for (int g = first; g < last; ++g) sum += size_of(g);
-    int64_t inclusive = sum;
+    auto padded = [](int64_t rows) { return (rows + GG::kGroupAlign - 1) / GG::kGroupAlign * GG::kGroupAlign; };
+    int64_t sum = 0, padded_sum = 0;
+    for (int g = first; g < last; ++g) {
+      sum += size_of(g);
+      if constexpr (GG::kPaddedGroups) padded_sum += padded(size_of(g));
+    }
+    int64_t inclusive = sum, padded_inclusive = padded_sum;
     for (int step = 1; step < 32; step <<= 1) {
       const int64_t up = __shfl_up_sync(0xffffffffu, inclusive, step);
-      if (lane >= step) inclusive += up;
+      const int64_t padded_up = __shfl_up_sync(0xffffffffu, padded_inclusive, step);
+      if (lane >= step) inclusive += up, padded_inclusive += padded_up;
     }
-    int64_t begin = inclusive - sum;
+    int64_t begin = inclusive - sum, padded_begin = padded_inclusive - padded_sum;
     for (int g = first; g < last; ++g) {
-      scratch[g] = begin;
+      begins[g] = begin;
       begin += size_of(g);
+      if constexpr (GG::kPaddedGroups) {
+        padded_begins[g] = padded_begin;
+        padded_begin += padded(size_of(g));
+      }
     }
   }
   __syncthreads();
 
-  for (int64_t i = threadIdx.x; i < out.zeros_count; i += blockDim.x) out.zeros[i] = ElementIn(0.f);
-  const ElementIn* a = static_cast<const ElementIn*>(args.a);
-  const ElementIn* b = static_cast<const ElementIn*>(args.b);
+  for (int64_t i = threadIdx.x; i < out.zeros_bytes; i += blockDim.x) out.zeros[i] = 0;
+  const ElementA* a = static_cast<const ElementA*>(args.a);
+  const ElementB* b = static_cast<const ElementB*>(args.b);
   ElementOut* d = static_cast<ElementOut*>(args.d);
   const int n = static_cast<int>(args.n), k = static_cast<int>(args.k);
   for (int g = threadIdx.x; g < groups; g += blockDim.x) {
-    const int64_t begin = min(scratch[g], args.total_rows);
-    const int64_t end = min(scratch[g] + size_of(g), args.total_rows);
+    const int64_t begin = min(begins[g], args.total_rows);
+    const int64_t end = min(begins[g] + size_of(g), args.total_rows);
     const int m = static_cast<int>(end - begin);
     int gm, gn, gk;
     if constexpr (R == Role::kForward) {
@@ -175,27 +240,45 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
       out.ptr_a[g] = a + begin * k;
       out.ptr_b[g] = b + static_cast<int64_t>(g) * n * k;
       out.ptr_d[g] = d + begin * n;
+      if (args.bias != nullptr)
+        out.ptr_bias[g] = static_cast<const ElementOut*>(args.bias) + static_cast<int64_t>(g) * n;
     } else if constexpr (R == Role::kDgrad) {
       gm = m, gn = k, gk = n;
       out.ptr_a[g] = a + begin * n;
-      out.ptr_b[g] = b + static_cast<int64_t>(g) * n * k;
+      out.ptr_b[g] = b + static_cast<int64_t>(g) * n * k;  // W_g, or W_gᵀ for FP8: same size
       out.ptr_d[g] = d + begin * k;
     } else {
       gm = n, gn = k, gk = m;
-      out.ptr_a[g] = a + begin * n;
-      out.ptr_b[g] = b + begin * k;
+      // 16-bit: dY_g and X_g start at row `begin`; FP8: the column-wise
+      // copies dYᵀ and Xᵀ, where group g starts at column padded_begins[g].
+      const int64_t at = GG::kPaddedGroups ? padded_begins[g] : begin;
+      const int64_t a_step = GG::kPaddedGroups ? 1 : n, b_step = GG::kPaddedGroups ? 1 : k;
+      out.ptr_a[g] = a + at * a_step;
+      out.ptr_b[g] = b + at * b_step;
       out.ptr_d[g] = d + static_cast<int64_t>(g) * n * k;
       if (m == 0) {  // CUTLASS leaves accumulators unset for K = 0: multiply zeros instead
-        gk = 1;
-        out.ptr_a[g] = out.zeros;
-        out.ptr_b[g] = out.zeros;
+        gk = GG::kEmptyK;
+        out.ptr_a[g] = reinterpret_cast<const ElementA*>(out.zeros);
+        out.ptr_b[g] = reinterpret_cast<const ElementB*>(out.zeros);
       }
     }
     out.problems[g] = cute::make_shape(gm, gn, gk);
-    out.stride_a[g] = cutlass::make_cute_packed_stride(typename GG::StrideA{}, cute::make_shape(gm, gk, 1));
-    out.stride_b[g] = cutlass::make_cute_packed_stride(typename GG::StrideB{}, cute::make_shape(gn, gk, 1));
+    auto stride_a = cutlass::make_cute_packed_stride(typename GG::StrideA{}, cute::make_shape(gm, gk, 1));
+    auto stride_b = cutlass::make_cute_packed_stride(typename GG::StrideB{}, cute::make_shape(gn, gk, 1));
+    if constexpr (GG::kPaddedGroups) {
+      // Rows of the column-wise copies are padded_columns apart (the zero
+      // operand of an empty group is packed: kEmptyK apart).
+      if (m != 0) {
+        cute::get<0>(stride_a) = args.padded_columns;
+        cute::get<0>(stride_b) = args.padded_columns;
+      }
+    }
+    out.stride_a[g] = stride_a;
+    out.stride_b[g] = stride_b;
     out.stride_c[g] = cutlass::make_cute_packed_stride(typename GG::StrideC{}, cute::make_shape(gm, gn, 1));
     out.stride_d[g] = cutlass::make_cute_packed_stride(typename GG::StrideD{}, cute::make_shape(gm, gn, 1));
+    if constexpr (GG::kFp8)
+      out.alpha[g] = args.a_scale_inv[0] * args.b_scale_inv[args.b_scale_per_group ? g : 0];
   }
   // The zeros are read by TMA (the async proxy): order the generic writes first.
   asm volatile("fence.proxy.async.global;" ::: "memory");
@@ -204,7 +287,7 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
 
 // The kernel: argument setup, then CUTLASS's GEMM in the same CTA. Launch
 // bounds and the grid-constant Params match cutlass::device_kernel.
-template <Role R, class GG, class ElementIn, class ElementOut>
+template <Role R, class GG>
 __global__ __launch_bounds__(GG::Kernel::MaxThreadsPerBlock, GG::Kernel::MinBlocksPerMultiprocessor)
 void grouped_gemm_kernel(CUTLASS_GRID_CONSTANT typename GG::Params const params,
                          CUTLASS_GRID_CONSTANT SetupArgs const setup,
@@ -212,24 +295,35 @@ void grouped_gemm_kernel(CUTLASS_GRID_CONSTANT typename GG::Params const params,
   // Dynamic shared memory only: a static __shared__ here would shift the
   // base of CUTLASS's shared storage off the alignment its swizzles need.
   extern __shared__ char smem[];
-  write_group_arguments<R, GG, ElementIn, ElementOut>(setup, arrays, reinterpret_cast<int64_t*>(smem));
+  write_group_arguments<R, GG>(setup, arrays, reinterpret_cast<int64_t*>(smem));
   typename GG::Kernel op;
   op(params, smem);
 }
 
+template <class Element>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<Element, float>) return DType::kFloat32;
+  if constexpr (std::is_same_v<Element, cutlass::bfloat16_t>) return DType::kBFloat16;
+  if constexpr (std::is_same_v<Element, cutlass::half_t>) return DType::kFloat16;
+  if constexpr (std::is_same_v<Element, cutlass::float_e4m3_t>) return DType::kFloat8E4M3;
+  if constexpr (std::is_same_v<Element, cutlass::float_e5m2_t>) return DType::kFloat8E5M2;
+}
+
 inline size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-template <Role R, class ElementIn, class ElementOut, class Config>
+template <Role R, class ElementA, class ElementB, class ElementOut, class Config>
 struct GroupedGemmRunner {
-  using GG = GroupedGemm<R, ElementIn, ElementOut, Config>;
+  using GG = GroupedGemm<R, ElementA, ElementB, ElementOut, Config>;
   using Kernel = typename GG::Kernel;
   using Params = typename GG::Params;
   static constexpr int kSharedBytes = Kernel::SharedStorageSize;
-  static_assert(kSharedBytes >= kMaxGroups * static_cast<int>(sizeof(int64_t)),
+  static_assert(kSharedBytes >= 2 * kMaxGroups * static_cast<int>(sizeof(int64_t)),
                 "the group-size scan borrows the GEMM's shared memory");
 
-  static int64_t zeros_count(const GroupedLaunch& l) {
-    return R == Role::kWgrad ? std::max(l.n, l.k) : 0;
+  // The zero operand of empty wgrad groups: max(N, K) rows of kEmptyK elements.
+  static int64_t zeros_bytes(const GroupedLaunch& l) {
+    constexpr int64_t element = std::max(sizeof(ElementA), sizeof(ElementB));
+    return R == Role::kWgrad ? std::max(l.n, l.k) * GG::kEmptyK * element : 0;
   }
 
   static typename Kernel::Arguments arguments(const GroupedLaunch& l,
@@ -238,12 +332,25 @@ struct GroupedGemmRunner {
     args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
     args.problem_shape = {l.num_groups, arrays.problems, nullptr};
     args.mainloop = {arrays.ptr_a, arrays.stride_a, arrays.ptr_b, arrays.stride_b};
-    auto& fusion = args.epilogue.thread;
-    fusion.alpha = 1.f;
-    fusion.beta = l.beta;
-    fusion.alpha_ptr = nullptr;
-    fusion.beta_ptr = nullptr;
-    args.epilogue.ptr_C = const_cast<const ElementOut**>(arrays.ptr_d);
+    // alpha: 1, or FP8's per-group factor read from arrays.alpha[g].
+    float* const alpha_array = GG::kFp8 ? arrays.alpha : nullptr;
+    const cute::Stride<cute::_0, cute::_0, int64_t> per_group{cute::_0{}, cute::_0{}, 1};
+    if constexpr (GG::kBiasEpilogue) {
+      // {alpha, acc, bias row, alpha * acc + bias}; a null bias array adds nothing.
+      args.epilogue.thread = {{{1.f}, {alpha_array}, {nullptr}, {per_group}},
+                              {},
+                              {l.bias != nullptr ? arrays.ptr_bias : nullptr, ElementOut(0.f), {}},
+                              {}};
+      args.epilogue.ptr_C = nullptr;
+    } else {
+      auto& fusion = args.epilogue.thread;
+      fusion.alpha = 1.f;
+      fusion.beta = l.beta;
+      fusion.alpha_ptr = alpha_array;
+      fusion.dAlpha = per_group;
+      fusion.beta_ptr = nullptr;
+      args.epilogue.ptr_C = const_cast<const ElementOut**>(arrays.ptr_d);
+    }
     args.epilogue.dC = arrays.stride_c;
     args.epilogue.ptr_D = arrays.ptr_d;
     args.epilogue.dD = arrays.stride_d;
@@ -264,15 +371,17 @@ struct GroupedGemmRunner {
     };
     const size_t g = static_cast<size_t>(l.num_groups);
     arrays->problems = static_cast<typename GG::Shape*>(take(g * sizeof(typename GG::Shape)));
-    arrays->ptr_a = static_cast<const ElementIn**>(take(g * sizeof(void*)));
-    arrays->ptr_b = static_cast<const ElementIn**>(take(g * sizeof(void*)));
+    arrays->ptr_a = static_cast<const ElementA**>(take(g * sizeof(void*)));
+    arrays->ptr_b = static_cast<const ElementB**>(take(g * sizeof(void*)));
     arrays->ptr_d = static_cast<ElementOut**>(take(g * sizeof(void*)));
+    arrays->ptr_bias = static_cast<const ElementOut**>(take(g * sizeof(void*)));
     arrays->stride_a = static_cast<typename GG::StrideA*>(take(g * sizeof(typename GG::StrideA)));
     arrays->stride_b = static_cast<typename GG::StrideB*>(take(g * sizeof(typename GG::StrideB)));
     arrays->stride_c = static_cast<typename GG::StrideC*>(take(g * sizeof(typename GG::StrideC)));
     arrays->stride_d = static_cast<typename GG::StrideD*>(take(g * sizeof(typename GG::StrideD)));
-    arrays->zeros_count = zeros_count(l);
-    arrays->zeros = static_cast<ElementIn*>(take(arrays->zeros_count * sizeof(ElementIn)));
+    arrays->alpha = static_cast<float*>(take(GG::kFp8 ? g * sizeof(float) : 0));
+    arrays->zeros_bytes = zeros_bytes(l);
+    arrays->zeros = static_cast<uint8_t*>(take(arrays->zeros_bytes));
     arrays->cutlass_workspace = reinterpret_cast<void*>(p + offset);
     return offset;
   }
@@ -284,7 +393,7 @@ struct GroupedGemmRunner {
   }
 
   // CUTLASS's Params hold the argument-array pointers (all inside the
-  // workspace), the group count, beta and tensor maps built from placeholder
+  // workspace), the group count, beta or whether there is a bias, and tensor maps built from placeholder
   // shapes; nothing else of the call. The caching allocator hands a
   // same-sized workspace back at the same address, so in steady state the
   // last Params are reused and the host skips the tensor-map encodes.
@@ -292,6 +401,7 @@ struct GroupedGemmRunner {
     bool valid = false;
     int device = -1, num_groups = 0, sm_count = 0;
     float beta = 0.f;
+    bool bias = false;
     const void* workspace = nullptr;
     Params params;
   };
@@ -300,7 +410,8 @@ struct GroupedGemmRunner {
                                   const void* workspace) {
     thread_local ParamsCache cache;
     if (cache.valid && cache.device == l.device && cache.workspace == workspace &&
-        cache.num_groups == l.num_groups && cache.beta == l.beta && cache.sm_count == l.sm_count)
+        cache.num_groups == l.num_groups && cache.beta == l.beta &&
+        cache.bias == (l.bias != nullptr) && cache.sm_count == l.sm_count)
       return cache.params;
     const auto args = arguments(l, arrays);
     GL_CHECK(Kernel::can_implement(args), "CUTLASS grouped GEMM cannot run these arguments (",
@@ -319,6 +430,7 @@ struct GroupedGemmRunner {
     cache.workspace = workspace;
     cache.num_groups = l.num_groups;
     cache.beta = l.beta;
+    cache.bias = l.bias != nullptr;
     cache.sm_count = l.sm_count;
     cache.valid = true;
     return cache.params;
@@ -330,7 +442,7 @@ struct GroupedGemmRunner {
     static std::atomic<uint64_t> done{0};
     const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
     if (bit != 0 && (done.load(std::memory_order_acquire) & bit)) return;
-    GL_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<R, GG, ElementIn, ElementOut>,
+    GL_CUDA_CHECK(cudaFuncSetAttribute(grouped_gemm_kernel<R, GG>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes));
     done.fetch_or(bit, std::memory_order_release);
   }
@@ -349,6 +461,11 @@ struct GroupedGemmRunner {
     setup.a = l.a;
     setup.b = l.b;
     setup.d = l.d;
+    setup.bias = l.bias;
+    setup.a_scale_inv = l.a_scale_inv;
+    setup.b_scale_inv = l.b_scale_inv;
+    setup.b_scale_per_group = l.b_scale_per_group;
+    setup.padded_columns = l.padded_columns;
     if (l.device_sizes == nullptr)
       for (int g = 0; g < l.num_groups; ++g) setup.host_sizes[g] = static_cast<int32_t>(l.host_sizes[g]);
 
@@ -370,7 +487,7 @@ struct GroupedGemmRunner {
       config.attrs = &cluster;
       config.numAttrs = 1;
     }
-    GL_CUDA_CHECK(cudaLaunchKernelEx(&config, grouped_gemm_kernel<R, GG, ElementIn, ElementOut>,
+    GL_CUDA_CHECK(cudaLaunchKernelEx(&config, grouped_gemm_kernel<R, GG>,
                                      params, setup, arrays));
   }
 
@@ -378,10 +495,9 @@ struct GroupedGemmRunner {
     KernelEntry e;
     e.name = name;
     e.role = R;
-    e.input = std::is_same_v<ElementIn, cutlass::bfloat16_t> ? DType::kBFloat16 : DType::kFloat16;
-    e.output = std::is_same_v<ElementOut, float>                 ? DType::kFloat32
-               : std::is_same_v<ElementOut, cutlass::bfloat16_t> ? DType::kBFloat16
-                                                                 : DType::kFloat16;
+    e.input = dtype_of<ElementA>();
+    e.input_b = dtype_of<ElementB>();
+    e.output = dtype_of<ElementOut>();
     e.tile_m = Config::kTileM;
     e.tile_n = Config::kTileN;
     e.workspace_size = &workspace_size;

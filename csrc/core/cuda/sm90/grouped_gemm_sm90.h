@@ -47,7 +47,17 @@ struct GroupedLaunch {
   const void* a = nullptr;
   const void* b = nullptr;
   void* d = nullptr;
-  float beta = 0.f;  // 1: D += (bias pre-filled into Y, or main_grad accumulation)
+  const void* bias = nullptr;  // fwd: [G, N] in the output dtype, added in the epilogue
+  float beta = 0.f;            // dgrad, wgrad: 1 accumulates into D (main_grad)
+
+  // FP8 kernels: dequantization scales (device memory), A's one value and
+  // B's one or one per group; D = a_scale_inv * b_scale_inv * acc (+ ...).
+  // FP8 wgrad reads the column-wise copies (core/fp8/fp8_tensor.h), rows
+  // padded_columns apart.
+  const float* a_scale_inv = nullptr;
+  const float* b_scale_inv = nullptr;
+  bool b_scale_per_group = false;
+  int64_t padded_columns = 0;
 
   int device = 0;
   int sm_count = 0;
@@ -63,7 +73,8 @@ using RunFn = void (*)(const GroupedLaunch&, void* workspace);
 struct KernelEntry {
   const char* name = nullptr;  // e.g. "forward_bf16_coop_128x256"
   Role role = Role::kForward;
-  DType input = DType::kBFloat16;
+  DType input = DType::kBFloat16;    // A's element type
+  DType input_b = DType::kBFloat16;  // B's (differs from A's only for FP8: E5M2 x E4M3)
   DType output = DType::kBFloat16;
   int tile_m = 0;  // CUTLASS M of a tile: rows of X/dY (fwd, dgrad) or of dW (wgrad)
   int tile_n = 0;
@@ -88,6 +99,9 @@ struct GroupShape {
 // shape; nullptr when none is built for that combination. A name set with
 // set_kernel_override wins when it names a kernel of that role and dtypes.
 const KernelEntry* select_kernel(Role role, DType input, DType output, const GroupShape& shape);
+// FP8: A and B may differ (E5M2 gradients times E4M3 weights or activations).
+const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType output,
+                                 const GroupShape& shape);
 
 // Tuning and tests: force a kernel by name ("" restores the automatic choice).
 // Throws when no built kernel has that name.

@@ -14,13 +14,19 @@ using Coop128x128 = TileConfig<128, 128, 64, 1, true>;
 using Coop256x128 = TileConfig<256, 128, 64, 1, true>;
 using Ping128x128 = TileConfig<128, 128, 64, 1, false>;
 using Ping64x256 = TileConfig<64, 256, 64, 1, false>;
+// FP8: 128 one-byte elements of K per stage, one 128-byte swizzle row.
+using Fp8Coop128x256 = TileConfig<128, 256, 128, 1, true>;
+using Fp8Ping64x256 = TileConfig<64, 256, 128, 1, false>;
 
 }  // namespace grouped_linear::cuda::sm90
 
-// Defines `KernelEntry fn()` for one role, dtype pair and configuration.
-#define GL_SM90_KERNEL(fn, role, element_in, element_out, config)                      \
-  namespace grouped_linear::cuda::sm90 {                                               \
-  KernelEntry fn() {                                                                   \
-    return GroupedGemmRunner<Role::role, element_in, element_out, config>::entry(#fn); \
-  }                                                                                    \
+// Defines `KernelEntry fn()` for one role, operand and output types and
+// configuration (GL_SM90_KERNEL: both operands of one type).
+#define GL_SM90_KERNEL_AB(fn, role, element_a, element_b, element_out, config)                 \
+  namespace grouped_linear::cuda::sm90 {                                                       \
+  KernelEntry fn() {                                                                           \
+    return GroupedGemmRunner<Role::role, element_a, element_b, element_out, config>::entry(#fn); \
+  }                                                                                            \
   }
+#define GL_SM90_KERNEL(fn, role, element_in, element_out, config) \
+  GL_SM90_KERNEL_AB(fn, role, element_in, element_in, element_out, config)

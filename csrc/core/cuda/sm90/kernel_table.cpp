@@ -34,8 +34,8 @@ std::atomic<bool> g_has_override{false};
 std::mutex g_override_mutex;
 std::string g_override;
 
-bool matches(const KernelEntry& e, Role role, DType input, DType output) {
-  return e.role == role && e.input == input && e.output == output;
+bool matches(const KernelEntry& e, Role role, DType input_a, DType input_b, DType output) {
+  return e.role == role && e.input == input_a && e.input_b == input_b && e.output == output;
 }
 
 // Rows the tiles of height `tile` cover: every group rounds up to whole tiles.
@@ -81,17 +81,22 @@ const char* role_name(Role role) {
 const std::vector<KernelEntry>& all_kernels() { return table().kernels; }
 
 const KernelEntry* select_kernel(Role role, DType input, DType output, const GroupShape& shape) {
+  return select_kernel(role, input, input, output, shape);
+}
+
+const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType output,
+                                 const GroupShape& shape) {
   const Table& t = table();
   if (g_has_override.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(g_override_mutex);
     for (const KernelEntry& e : t.kernels)
-      if (matches(e, role, input, output) && g_override == e.name) return &e;
+      if (matches(e, role, input_a, input_b, output) && g_override == e.name) return &e;
   }
   const int tile_m = preferred_tile_m(role, shape);
   const KernelEntry* any = nullptr;
   for (size_t i = 0; i < t.automatic; ++i) {
     const KernelEntry& e = t.kernels[i];
-    if (!matches(e, role, input, output)) continue;
+    if (!matches(e, role, input_a, input_b, output)) continue;
     if (e.tile_m == tile_m) return &e;
     if (any == nullptr) any = &e;
   }
