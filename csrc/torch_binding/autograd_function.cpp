@@ -3,6 +3,8 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "core/error.h"
+#include "core/fp8/autocast_state.h"
+#include "torch_binding/fp8_autograd.h"
 #include "torch_binding/grouped_ops.h"
 
 namespace grouped_linear::torch_binding {
@@ -120,13 +122,18 @@ void check_main_grad(const at::Tensor& main_grad, const at::Tensor& weight) {
 
 at::Tensor grouped_linear(const at::Tensor& inp, const at::Tensor& weight, const at::Tensor& bias,
                           GroupSplits splits, const at::Tensor& main_grad,
-                          const LinearConfig& config) {
+                          const LinearConfig& config, const Fp8Call& fp8) {
   // Grad mode is read once; without a graph to build, skip the autograd node.
   const bool needs_graph =
       at::GradMode::is_enabled() &&
       (inp.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
   if (needs_graph && config.fuse_wgrad_accumulation && weight.requires_grad())
     check_main_grad(main_grad, weight);
+  // The autocast state is read once per call: one branch for the bf16 path.
+  const fp8::AutocastState& autocast = fp8::current();
+  if (autocast.enabled)
+    return fp8_grouped_linear(inp, weight, bias, std::move(splits), main_grad, config,
+                              autocast.recipe, fp8, needs_graph);
   if (!needs_graph) {
     const at::Tensor w = as_grouped_weight(weight);
     const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");

@@ -12,13 +12,20 @@ namespace grouped_linear::torch_binding {
 // Module options the call needs; built once per module, copied as a struct.
 struct LinearConfig {
   bool fuse_wgrad_accumulation = false;
+  // FP8: keep the high-precision input for backward (and quantize it there)
+  // instead of its 1-byte column-wise copy (Transformer Engine's name).
+  bool save_original_input = false;
 };
+
+struct Fp8Call;  // fp8_autograd.h
 
 // inp [..., K]; weight [G, N, K] (or [N, K] for Linear, one group); bias
 // [G, N] / [N] or undefined; main_grad like weight in float32 when
 // config.fuse_wgrad_accumulation, else undefined. Returns [..., N].
+// The thread's FP8 autocast state is read once: inside an enabled region the
+// products run in FP8 with the module's state from `fp8` (fp8_autograd.h).
 at::Tensor grouped_linear(const at::Tensor& inp, const at::Tensor& weight, const at::Tensor& bias,
                           GroupSplits splits, const at::Tensor& main_grad,
-                          const LinearConfig& config);
+                          const LinearConfig& config, const Fp8Call& fp8);
 
 }  // namespace grouped_linear::torch_binding

@@ -8,6 +8,7 @@
 #include "core/fp8/delayed_scaling.h"
 #include "core/fp8/quantize.h"
 #include "core/fp8/recipe.h"
+#include "torch_binding/fp8_state.h"
 #include "torch_binding/python_errors.h"
 
 namespace py = pybind11;
@@ -192,9 +193,16 @@ void autocast_push(bool enabled, const fp8::Recipe& recipe) {
   fp8::AutocastState state;
   state.enabled = enabled;
   state.recipe = recipe;
+  if (fp8::depth() == 0) begin_autocast_region();
   fp8::push(state);
 }
-void autocast_pop() { fp8::pop(); }
+// Leaving the outermost region is delayed scaling's step boundary
+// (fp8_state.h): the region is closed first, so a failing update (check
+// mode) still leaves the thread outside any region.
+void autocast_pop() {
+  fp8::pop();
+  if (fp8::depth() == 0) end_autocast_region();
+}
 bool autocast_enabled() { return fp8::current().enabled; }
 fp8::Recipe autocast_recipe() { return fp8::current().recipe; }
 int64_t autocast_depth() { return static_cast<int64_t>(fp8::depth()); }
@@ -225,6 +233,8 @@ void register_fp8(py::module_& m) {
       .def_property_readonly("backward_format", [](const fp8::Recipe& r) {
         return fp8::backward_format(r) == Format::kE4M3 ? "E4M3" : "E5M2";
       });
+
+  register_fp8_state(f);
 
   f.def("autocast_push", guarded(&autocast_push), py::arg("enabled"), py::arg("recipe"));
   f.def("autocast_pop", guarded(&autocast_pop));

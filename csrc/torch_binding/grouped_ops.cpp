@@ -4,6 +4,8 @@
 
 #include "core/engine_registry.h"
 #include "core/error.h"
+#include "core/log.h"
+#include "core/nvtx.h"
 #include "torch_binding/exec_context.h"
 #include "torch_binding/tensor_views.h"
 
@@ -44,6 +46,16 @@ at::Tensor output_or_new(const std::optional<at::Tensor>& out, at::IntArrayRef s
   return t;
 }
 
+// One line per product at info (printed once per distinct text) naming the
+// engine the device's registry gave; engines add what they chose and why.
+void log_product(const char* role, const GroupedGemmEngine& engine, const GroupSplits& splits,
+                 int64_t rows, int64_t n, int64_t k, const at::Tensor& input) {
+  GL_LOG_INFO(role, ": engine ", engine.name(), " on ", input.device().str(), " (",
+              c10::toString(input.scalar_type()), ", T=", rows, ", N=", n, ", K=", k,
+              ", G=", splits.num_groups, ", m_splits on the ",
+              splits.device.defined() ? "device" : "host", ")");
+}
+
 }  // namespace
 
 at::Tensor as_rows(const at::Tensor& t, int64_t cols, const char* arg_name, const char* cols_name) {
@@ -63,6 +75,7 @@ at::Tensor as_rows(const at::Tensor& t, int64_t cols, const char* arg_name, cons
 at::Tensor grouped_forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                            const GroupSplits& splits, const std::optional<at::Tensor>& out,
                            const std::string& engine) {
+  nvtx::Range range("grouped_linear.forward");
   check_weight(weight);
   check_supported(x, "inp");
   check_same_device(x, "inp", weight, "weight");
@@ -78,12 +91,15 @@ at::Tensor grouped_forward(const at::Tensor& x, const at::Tensor& weight, const 
   problem.bias = bias_view(bias, "bias");
   problem.y = matrix_view(y, "out");
   problem.splits = splits.view();
-  engine_for(problem.x.device, engine).forward(problem, exec_context(x.device()));
+  GroupedGemmEngine& chosen = engine_for(problem.x.device, engine);
+  log_product("forward", chosen, splits, x.size(0), n, x.size(1), x);
+  chosen.forward(problem, exec_context(x.device()));
   return y;
 }
 
 at::Tensor grouped_dgrad(const at::Tensor& dy, const at::Tensor& weight, const GroupSplits& splits,
                          const std::optional<at::Tensor>& out, const std::string& engine) {
+  nvtx::Range range("grouped_linear.dgrad");
   check_weight(weight);
   check_supported(dy, "grad_output");
   check_same_device(dy, "grad_output", weight, "weight");
@@ -96,13 +112,16 @@ at::Tensor grouped_dgrad(const at::Tensor& dy, const at::Tensor& weight, const G
   problem.w = grouped_view(weight, "weight");
   problem.dx = matrix_view(dx, "grad_input");
   problem.splits = splits.view();
-  engine_for(problem.dy.device, engine).dgrad(problem, exec_context(dy.device()));
+  GroupedGemmEngine& chosen = engine_for(problem.dy.device, engine);
+  log_product("dgrad", chosen, splits, dy.size(0), weight.size(1), weight.size(2), dy);
+  chosen.dgrad(problem, exec_context(dy.device()));
   return dx;
 }
 
 std::pair<at::Tensor, at::Tensor> grouped_wgrad(const at::Tensor& dy, const at::Tensor& x,
                                                 const GroupSplits& splits,
                                                 const WgradRequest& request) {
+  nvtx::Range range("grouped_linear.wgrad");
   check_supported(dy, "grad_output");
   check_supported(x, "inp");
   check_same_device(dy, "grad_output", x, "inp");
@@ -136,7 +155,9 @@ std::pair<at::Tensor, at::Tensor> grouped_wgrad(const at::Tensor& dy, const at::
   problem.dy = matrix_view(dy, "grad_output");
   problem.x = matrix_view(x, "inp");
   problem.splits = splits.view();
-  engine_for(problem.x.device, request.engine).wgrad(problem, exec_context(x.device()));
+  GroupedGemmEngine& chosen = engine_for(problem.x.device, request.engine);
+  log_product("wgrad", chosen, splits, x.size(0), n, k, x);
+  chosen.wgrad(problem, exec_context(x.device()));
   return {dw, db};
 }
 

@@ -11,6 +11,8 @@ DType to_core_dtype(at::ScalarType type, const char* arg_name) {
     case at::kFloat: return DType::kFloat32;
     case at::kHalf: return DType::kFloat16;
     case at::kBFloat16: return DType::kBFloat16;
+    case at::kFloat8_e4m3fn: return DType::kFloat8E4M3;
+    case at::kFloat8_e5m2: return DType::kFloat8E5M2;
     case at::kInt: return DType::kInt32;
     case at::kLong: return DType::kInt64;
     default:

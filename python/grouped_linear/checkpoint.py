@@ -1,4 +1,5 @@
-"""Per-expert checkpoint names for the fused [G, N, K] parameters.
+"""Per-expert checkpoint names for the fused [G, N, K] parameters, and the
+FP8 state key `_extra_state`.
 
 GroupedLinear keeps one `weight` [G, N, K] (and one `bias` [G, N]) for speed,
 but its state_dict speaks the common per-expert naming: `weight0` ...
@@ -74,3 +75,12 @@ def load_per_expert(module, state_dict, prefix, local_metadata, strict, missing_
             param = getattr(module, name, None)
             if param is not None:
                 state_dict[prefix + name] = param.detach()
+
+
+def fill_missing_extra_state(module, state_dict, prefix, local_metadata, strict, missing_keys,
+                             unexpected_keys, error_msgs):
+    """load_state_dict pre-hook: a checkpoint without `_extra_state` (written
+    before FP8 state existed, or by a per-expert implementation) loads as one
+    with no FP8 state, also under strict loading: the module's FP8 state
+    starts afresh, as it should for new weights."""
+    state_dict.setdefault(prefix + "_extra_state", None)

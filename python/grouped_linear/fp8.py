@@ -6,9 +6,20 @@ Each is a dataclass mirrored by a C++ value (`_C.fp8.Recipe`), built once
 when an `autocast` region is entered; modules read the thread's C++ state,
 not these objects.
 
-So far this is the recipe layer and the CPU quantization reference
-(`quantize`, `quantize_blockwise`): FP8 GEMMs are not wired into the modules
-yet.
+Inside an enabled region GroupedLinear and Linear run their three products
+in FP8 with the region's recipe; each module keeps its FP8 state (amax
+histories and scales for delayed scaling, cached quantized weights) in a C++
+object saved as the module's `_extra_state`.
+
+Delayed scaling's step boundary: when the outermost region of a thread
+exits, every module that ran an FP8 forward in it updates its scales from
+its amax history and rolls the history (forward and backward tensors at
+once; amaxes of a backward that runs after the exit are rolled at the next
+boundary). `set_amax_check(True)` makes a non-finite amax raise there,
+naming the module and tensor.
+
+Also here: the CPU quantization reference (`quantize`, `quantize_blockwise`)
+the GPU kernels are checked against.
 """
 
 import contextlib
@@ -68,6 +79,7 @@ class Float8BlockScaling:
 
 
 Recipe = Union[DelayedScaling, Float8CurrentScaling, Float8BlockScaling]
+_RECIPES = (DelayedScaling, Float8CurrentScaling, Float8BlockScaling)
 
 
 class autocast(contextlib.ContextDecorator):
@@ -80,20 +92,42 @@ class autocast(contextlib.ContextDecorator):
         if not isinstance(enabled, bool):
             raise TypeError(f"grouped_linear: enabled: got {enabled!r}, expected a bool")
         recipe = DelayedScaling() if recipe is None else recipe
-        if not hasattr(recipe, "to_native"):
-            raise TypeError(f"grouped_linear: recipe: got {type(recipe).__name__}, expected "
+        if not isinstance(recipe, _RECIPES):
+            got = (f"the class {recipe.__name__} (not an instance)" if isinstance(recipe, type)
+                   else type(recipe).__name__)
+            raise TypeError(f"grouped_linear: recipe: got {got}, expected an instance of "
                             "DelayedScaling, Float8CurrentScaling or Float8BlockScaling")
         self.enabled = enabled
         self.recipe = recipe
         self._native = recipe.to_native()
+        self._codes = _encode(self._native) if enabled else None
 
     def __enter__(self):
         _C.fp8.autocast_push(self.enabled, self._native)
+        _compile_stack.append(self._codes)
         return self
 
     def __exit__(self, *exc):
+        _compile_stack.pop()
         _C.fp8.autocast_pop()
         return False
+
+
+# A Python mirror of the innermost region's recipe (None: FP8 off), read by
+# torch.compile while it traces a module (grouped_linear/_compile.py): dynamo
+# cannot call into the C++ state, and guards on this value instead. It is
+# process-wide: a graph compiled inside a region is for that recipe.
+_compile_stack = []
+
+_KIND_CODES = {"delayed": 0, "current": 1, "block": 2}
+_FORMAT_CODES = {"E4M3": 0, "E5M2": 1, "HYBRID": 2}
+
+
+def _encode(native) -> tuple:
+    """The recipe as the ints grouped_linear::fp8_forward takes."""
+    return (_KIND_CODES[native.kind], _FORMAT_CODES[native.fp8_format], native.margin,
+            native.amax_history_len, 0 if native.amax_compute_algo == "max" else 1,
+            int(native.power_2_scales))
 
 
 def is_enabled() -> bool:
@@ -104,6 +138,20 @@ def is_enabled() -> bool:
 def current_recipe() -> "_C.fp8.Recipe":
     """The C++ recipe of the innermost region on this thread."""
     return _C.fp8.autocast_recipe()
+
+
+def set_amax_check(enabled: bool) -> None:
+    """Check mode (process-wide, off by default): at delayed scaling's step
+    boundary a non-finite amax raises ValueError naming the module and tensor
+    (`input`, `weight3`, `grad_output`), and no scale changes. On CUDA the
+    check reads a flag back (a synchronisation): a debugging aid."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"grouped_linear: enabled: got {enabled!r}, expected a bool")
+    _C.fp8.set_amax_check(enabled)
+
+
+def amax_check_enabled() -> bool:
+    return _C.fp8.amax_check()
 
 
 quantize = _C.fp8.quantize

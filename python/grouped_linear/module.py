@@ -6,13 +6,17 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 from torch.nn import Parameter
 
-from . import _C
-from .checkpoint import load_per_expert, save_per_expert
+from . import _C, _compile
+from .checkpoint import fill_missing_extra_state, load_per_expert, save_per_expert
 
 # Transformer Engine's default weight init (normal, std 0.023); bias zeros.
 _DEFAULT_INIT_STD = 0.023
 
 _SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+# Bound once: the eager forward pays one call, no attribute lookups. True only
+# while torch.compile traces, when the forward goes through the dispatcher ops.
+_is_compiling = torch.compiler.is_compiling
 
 
 def _resolve_device(device) -> torch.device:
@@ -50,14 +54,23 @@ class GroupedLinear(torch.nn.Module):
 
     Arguments follow Transformer Engine's `te.pytorch.GroupedLinear` where they
     overlap. Parameters: `weight` [G, out, in] and `bias` [G, out]; state_dict
-    keys are per expert (`weight0`.., `bias0`..).
+    keys are per expert (`weight0`.., `bias0`..) plus `_extra_state` (the FP8
+    state: delayed-scaling amax histories and scales).
+
+    Inside `grouped_linear.autocast(recipe=...)` the three products run in
+    FP8 (the choice is made in C++ per call). `is_first_microbatch`: None
+    quantizes the weights on every call; True quantizes and caches them;
+    False reuses the cache (gradient accumulation over micro-batches).
+    `save_original_input=True` keeps the high-precision input for backward
+    instead of its 1-byte quantized copy.
     """
 
     def __init__(self, num_gemms: int, in_features: int, out_features: int, bias: bool = True,
                  *, params_dtype: Optional[torch.dtype] = None,
                  device: Optional[Union[torch.device, str]] = None,
                  fuse_wgrad_accumulation: bool = False, return_bias: bool = False,
-                 init_method: Optional[Callable[[torch.Tensor], None]] = None):
+                 init_method: Optional[Callable[[torch.Tensor], None]] = None,
+                 save_original_input: bool = False):
         super().__init__()
         self.num_gemms = _check_positive_int("num_gemms", num_gemms)
         self.in_features = _check_positive_int("in_features", in_features)
@@ -75,9 +88,13 @@ class GroupedLinear(torch.nn.Module):
             self.bias = Parameter(torch.empty(num_gemms, out_features, dtype=dtype, device=device))
         else:
             self.register_parameter("bias", None)
-        self._config = _C.LinearConfig(fuse_wgrad_accumulation=self.fuse_wgrad_accumulation)
+        self.save_original_input = bool(save_original_input)
+        self._config = _C.LinearConfig(fuse_wgrad_accumulation=self.fuse_wgrad_accumulation,
+                                       save_original_input=self.save_original_input)
+        self._fp8_state = _C.fp8.ModuleState(num_gemms, "GroupedLinear")
         self.register_state_dict_post_hook(save_per_expert)
         self.register_load_state_dict_pre_hook(load_per_expert)
+        self.register_load_state_dict_pre_hook(fill_missing_extra_state)
         if device.type != "meta":
             self.reset_parameters()
 
@@ -95,10 +112,22 @@ class GroupedLinear(torch.nn.Module):
                 is_first_microbatch: Optional[bool] = None):
         main_grad = getattr(self.weight, "main_grad", None) if self.fuse_wgrad_accumulation else None
         fused_bias = None if self.return_bias else self.bias
-        out = _C.grouped_linear(inp, self.weight, fused_bias, m_splits, main_grad, self._config)
+        if _is_compiling():  # dynamo cannot trace the pybind call
+            out = _compile.forward(self, inp, self.weight, fused_bias, m_splits,
+                                   is_first_microbatch)
+        else:
+            out = _C.grouped_linear(inp, self.weight, fused_bias, m_splits, main_grad,
+                                    self._config, self._fp8_state, is_first_microbatch)
         if self.return_bias:
             return out, (list(self.bias.unbind(0)) if self.bias is not None else None)
         return out
+
+    # FP8 state in checkpoints, under Transformer Engine's key `_extra_state`.
+    def get_extra_state(self):
+        return self._fp8_state.state_dict()
+
+    def set_extra_state(self, state) -> None:
+        self._fp8_state.load_state_dict(state)
 
     def extra_repr(self) -> str:
         return (f"num_gemms={self.num_gemms}, in_features={self.in_features}, "
@@ -117,7 +146,8 @@ class Linear(torch.nn.Module):
                  params_dtype: Optional[torch.dtype] = None,
                  device: Optional[Union[torch.device, str]] = None,
                  fuse_wgrad_accumulation: bool = False, return_bias: bool = False,
-                 init_method: Optional[Callable[[torch.Tensor], None]] = None):
+                 init_method: Optional[Callable[[torch.Tensor], None]] = None,
+                 save_original_input: bool = False):
         super().__init__()
         self.in_features = _check_positive_int("in_features", in_features)
         self.out_features = _check_positive_int("out_features", out_features)
@@ -132,7 +162,11 @@ class Linear(torch.nn.Module):
             self.bias = Parameter(torch.empty(out_features, dtype=dtype, device=device))
         else:
             self.register_parameter("bias", None)
-        self._config = _C.LinearConfig(fuse_wgrad_accumulation=self.fuse_wgrad_accumulation)
+        self.save_original_input = bool(save_original_input)
+        self._config = _C.LinearConfig(fuse_wgrad_accumulation=self.fuse_wgrad_accumulation,
+                                       save_original_input=self.save_original_input)
+        self._fp8_state = _C.fp8.ModuleState(1, "Linear")
+        self.register_load_state_dict_pre_hook(fill_missing_extra_state)
         if device.type != "meta":
             self.reset_parameters()
 
@@ -148,10 +182,20 @@ class Linear(torch.nn.Module):
     def forward(self, inp: torch.Tensor, is_first_microbatch: Optional[bool] = None):
         main_grad = getattr(self.weight, "main_grad", None) if self.fuse_wgrad_accumulation else None
         fused_bias = None if self.return_bias else self.bias
-        out = _C.linear(inp, self.weight, fused_bias, main_grad, self._config)
+        if _is_compiling():
+            out = _compile.forward(self, inp, self.weight, fused_bias, None, is_first_microbatch)
+        else:
+            out = _C.linear(inp, self.weight, fused_bias, main_grad, self._config,
+                            self._fp8_state, is_first_microbatch)
         if self.return_bias:
             return out, self.bias
         return out
+
+    def get_extra_state(self):
+        return self._fp8_state.state_dict()
+
+    def set_extra_state(self, state) -> None:
+        self._fp8_state.load_state_dict(state)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

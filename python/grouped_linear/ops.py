@@ -59,3 +59,42 @@ def set_kernel_override(device_type: str, engine: str, kernel: str) -> None:
     """Force one kernel of `engine` by name, for tests and tuning ('' restores
     the automatic choice)."""
     _C.set_kernel_override(device_type, engine, kernel)
+
+
+def _splits_tensor(m_splits: Splits) -> torch.Tensor:
+    return m_splits if isinstance(m_splits, torch.Tensor) else torch.tensor(list(m_splits),
+                                                                              dtype=torch.int64)
+
+
+def fp8_forward(inp: torch.Tensor, inp_scale_inv: torch.Tensor, weight: torch.Tensor,
+                weight_scale_inv: torch.Tensor, bias: Optional[torch.Tensor], m_splits: Splits, *,
+                out: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
+                engine: str = "") -> torch.Tensor:
+    """FP8 forward on quantized operands (per-tensor scaling): inp [T, K] and
+    weight [G, N, K] in torch.float8_e4m3fn/e5m2, inp_scale_inv [1] and
+    weight_scale_inv [G] float32. y_g = (x_g * s_x) @ (w_g * s_w[g]).T (+ bias[g]).
+    engine="emulate" forces the dequantize-then-float32 emulation."""
+    return _C.ops.fp8_forward(inp, inp_scale_inv, weight, weight_scale_inv, bias,
+                              _splits_tensor(m_splits), out, out_dtype, engine)
+
+
+def fp8_dgrad(grad_output: torch.Tensor, grad_output_scale_inv: torch.Tensor,
+              weight_t: torch.Tensor, weight_scale_inv: torch.Tensor, m_splits: Splits, *,
+              out: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
+              engine: str = "") -> torch.Tensor:
+    """FP8 dgrad: grad_output [T, N], weight_t [G, K, N] (each expert's weight
+    transposed, the column-wise copy). dx_g = dy_g @ w_g."""
+    return _C.ops.fp8_dgrad(grad_output, grad_output_scale_inv, weight_t, weight_scale_inv,
+                            _splits_tensor(m_splits), out, out_dtype, engine)
+
+
+def fp8_wgrad(grad_output_t: torch.Tensor, grad_output_scale_inv: torch.Tensor,
+              inp_t: torch.Tensor, inp_scale_inv: torch.Tensor, m_splits: Splits,
+              total_rows: int, *, out: Optional[torch.Tensor] = None, accumulate: bool = False,
+              out_dtype: torch.dtype = torch.bfloat16, engine: str = "") -> torch.Tensor:
+    """FP8 wgrad on the column-wise copies grad_output_t [N, P] and inp_t [K, P]
+    (group g's rows in columns starting at sum_{j<g} roundup(m_j, 16)).
+    dw_g = dy_g.T @ x_g, added to `out` when accumulate."""
+    return _C.ops.fp8_wgrad(grad_output_t, grad_output_scale_inv, inp_t, inp_scale_inv,
+                            _splits_tensor(m_splits), total_rows, out, accumulate, out_dtype,
+                            engine)

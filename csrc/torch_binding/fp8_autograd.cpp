@@ -1,0 +1,356 @@
+#include "torch_binding/fp8_autograd.h"
+
+#include <c10/core/DeviceGuard.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <vector>
+
+#include "core/engine_registry.h"
+#include "core/error.h"
+#include "core/fp8/fp8_gemm.h"
+#include "torch_binding/exec_context.h"
+#include "torch_binding/fp8_state.h"
+#include "torch_binding/fp8_tensors.h"
+#include "torch_binding/grouped_ops.h"
+#include "torch_binding/tensor_views.h"
+
+namespace grouped_linear::torch_binding {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Tensor as_grouped_weight(const at::Tensor& weight) {
+  return weight.dim() == 2 ? weight.unsqueeze(0) : weight;
+}
+at::Tensor as_grouped_bias(const at::Tensor& bias) {
+  return bias.defined() && bias.dim() == 1 ? bias.unsqueeze(0) : bias;
+}
+
+bool high_precision(at::ScalarType t) {
+  return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
+}
+
+void check_dtype(const at::Tensor& t, const char* name) {
+  GL_CHECK_TYPE(high_precision(t.scalar_type()), name, ": dtype ", c10::toString(t.scalar_type()),
+                " is not supported under FP8 autocast; expected float32, float16 or bfloat16");
+}
+
+void check_device(const at::Tensor& t, const char* name, const at::Tensor& ref,
+                  const char* ref_name) {
+  GL_CHECK_VALUE(t.device() == ref.device(), name, " is on ", t.device().str(), " but ", ref_name,
+                 " is on ", ref.device().str(), "; expected the same device");
+}
+
+// Everything an FP8 call can get wrong is checked before the first cast, so a
+// bad call records no amax and leaves the module's state as it was.
+void check_inputs(const at::Tensor& inp, const at::Tensor& w, const at::Tensor& bias,
+                  const GroupSplits& splits, const Fp8Call& call) {
+  GL_CHECK_VALUE(call.state != nullptr,
+                 "fp8_state: FP8 autocast is on but no module FP8 state was passed; call through "
+                 "GroupedLinear / Linear, or pass a grouped_linear._C.fp8.ModuleState");
+  GL_CHECK_VALUE(call.state->num_groups() == w.size(0), "fp8_state: made for ",
+                 call.state->num_groups(), " groups, but weight has ", w.size(0));
+  check_dtype(inp, "inp");
+  check_dtype(w, "weight");
+  GL_CHECK_TYPE(inp.scalar_type() == w.scalar_type(), "mixed dtypes: inp is ",
+                c10::toString(inp.scalar_type()), " but weight is ", c10::toString(w.scalar_type()),
+                "; expected the same dtype");
+  check_device(inp, "inp", w, "weight");
+  GL_CHECK_VALUE(inp.device().is_cpu() || inp.device().is_cuda(), "inp: device ",
+                 inp.device().str(), " is not supported; expected cpu or cuda");
+  if (bias.defined()) {
+    GL_CHECK_TYPE(bias.scalar_type() == w.scalar_type(), "mixed dtypes: bias is ",
+                  c10::toString(bias.scalar_type()), " but weight is ",
+                  c10::toString(w.scalar_type()), "; expected the same dtype");
+    check_device(bias, "bias", w, "weight");
+    GL_CHECK_VALUE(bias.dim() == 2 && bias.size(0) == w.size(0) && bias.size(1) == w.size(1),
+                   "bias: shape ", bias.sizes(), " does not match the expected [", w.size(0), ", ",
+                   w.size(1), "]");
+  }
+  check_split_count(splits, w.size(0));
+}
+
+// ---- the recipe through saved_data ------------------------------------------------
+
+std::vector<int64_t> encode(const fp8::Recipe& r) {
+  return {static_cast<int64_t>(r.kind),
+          static_cast<int64_t>(r.format),
+          r.margin,
+          r.amax_history_len,
+          static_cast<int64_t>(r.amax_compute_algo),
+          r.power_2_scales ? 1 : 0,
+          r.activation_block_rows,
+          r.weight_block_rows,
+          r.block_cols};
+}
+
+fp8::Recipe decode(const std::vector<int64_t>& v) {
+  fp8::Recipe r;
+  r.kind = static_cast<fp8::RecipeKind>(v[0]);
+  r.format = static_cast<fp8::FormatChoice>(v[1]);
+  r.margin = static_cast<int>(v[2]);
+  r.amax_history_len = static_cast<int>(v[3]);
+  r.amax_compute_algo = static_cast<fp8::AmaxAlgo>(v[4]);
+  r.power_2_scales = v[5] != 0;
+  r.activation_block_rows = static_cast<int>(v[6]);
+  r.weight_block_rows = static_cast<int>(v[7]);
+  r.block_cols = static_cast<int>(v[8]);
+  return r;
+}
+
+fp8::ScaleState scale_state(const at::Tensor& scale, const at::Tensor& history) {
+  fp8::ScaleState s;
+  if (scale.defined()) s.scale = scale.data_ptr<float>();
+  if (history.defined()) s.amax = history.data_ptr<float>();
+  return s;
+}
+
+// ---- forward ------------------------------------------------------------------------
+
+// The weight for this forward: the cached copy when is_first_microbatch is
+// False and the cache holds what is needed, else freshly quantized (and
+// cached when is_first_microbatch is given; None drops any cache).
+Fp8Weight weight_for_forward(Fp8ModuleState& state, const at::Tensor& w, const QuantizeSpec& spec,
+                             bool columnwise, const std::optional<bool>& first) {
+  if (first.has_value() && !*first && state.weight_cache().has_value()) {
+    const Fp8Weight& cache = *state.weight_cache();
+    if (cache.row.defined() && (!columnwise || cache.col.defined()) &&
+        cache.row.device() == w.device() && cache.row.sizes() == w.sizes())
+      return cache;
+  }
+  Fp8Weight q = quantize_weight(w, spec, /*rowwise=*/true, columnwise, state.weight_state());
+  if (first.has_value())
+    state.set_weight_cache(q);
+  else
+    state.drop_weight_cache();
+  return q;
+}
+
+struct Fp8Forward {
+  at::Tensor y;
+  Fp8Activation x;  // the column-wise copy, when asked for
+  Fp8Weight w;      // with the column-wise copy, when asked for
+};
+
+Fp8Forward run_forward(const at::Tensor& inp, const at::Tensor& x, const at::Tensor& w,
+                       const at::Tensor& bias, const GroupSplits& splits, const fp8::Recipe& recipe,
+                       Fp8ModuleState& state, const std::optional<bool>& first, bool x_columnwise,
+                       bool w_columnwise) {
+  if (!splits.device.defined())
+    validate_group_sizes(splits.host.data(), splits.num_groups, x.size(0));
+  state.begin_forward(recipe, x.device());
+  const QuantizeSpec spec = forward_spec(recipe);
+  Fp8Forward out;
+  out.x = quantize_activation(x, splits, spec, /*rowwise=*/true, x_columnwise, state.input_state());
+  out.w = weight_for_forward(state, w, spec, w_columnwise, first);
+
+  std::vector<int64_t> shape(inp.sizes().begin(), inp.sizes().end());
+  shape.back() = w.size(1);
+  out.y = at::empty(shape, x.options());
+  const at::Tensor y2d = out.y.view({x.size(0), w.size(1)});
+
+  c10::OptionalDeviceGuard guard(x.device());
+  fp8::ForwardProblem problem;
+  problem.x = out.x.view();
+  problem.w = out.w.view();
+  problem.bias = bias_view(bias, "bias");
+  problem.y = matrix_view(y2d, "out");
+  problem.splits = splits.view();
+  const Device device = to_core_device(x.device());
+  fp8::run_fp8_forward(engine_for(device), problem, exec_context(x.device()));
+  // Only the column-wise copies live on (for backward).
+  out.x.row = out.x.row_scale_inv = at::Tensor();
+  return out;
+}
+
+// ---- the autograd node ---------------------------------------------------------------
+
+enum Saved { kX = 0, kXScaleInv, kW, kWScaleInv, kSavedCount };
+
+struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLinearFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& inp, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& optional_bias,
+                            const std::optional<at::Tensor>& main_grad, const GroupSplits& splits,
+                            const LinearConfig& config, const fp8::Recipe& recipe,
+                            const Fp8Call& call) {
+    const at::Tensor bias = optional_bias.has_value() ? *optional_bias : at::Tensor();
+    const at::Tensor w = as_grouped_weight(weight);
+    const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
+    const bool weight_grad = weight.requires_grad();
+    const bool input_grad = inp.requires_grad();
+    const bool keep_input = config.save_original_input;
+    Fp8ModuleState& state = *call.state;
+    Fp8Forward f = run_forward(inp, x, w, as_grouped_bias(bias), splits, recipe, state,
+                               call.is_first_microbatch, weight_grad && !keep_input, input_grad);
+
+    std::vector<at::Tensor> saved(kSavedCount);
+    if (weight_grad) {
+      if (keep_input) {
+        saved[kX] = x;
+      } else {
+        saved[kX] = f.x.col;
+        saved[kXScaleInv] = f.x.col_scale_inv;
+      }
+    }
+    if (input_grad) {
+      saved[kW] = f.w.col;
+      saved[kWScaleInv] = f.w.col_scale_inv;
+    }
+    ctx->save_for_backward(saved);
+    if (splits.device.defined())
+      ctx->saved_data["splits_device"] = splits.device;
+    else
+      ctx->saved_data["splits_host"] = splits.host;
+    ctx->saved_data["inp_sizes"] = inp.sizes().vec();
+    ctx->saved_data["weight_sizes"] = weight.sizes().vec();
+    ctx->saved_data["weight_dtype"] = static_cast<int64_t>(weight.scalar_type());
+    ctx->saved_data["shape"] = std::vector<int64_t>{w.size(0), w.size(1), w.size(2), x.size(0)};
+    ctx->saved_data["recipe"] = encode(recipe);
+    ctx->saved_data["keep_input"] = keep_input;
+    ctx->saved_data["fuse_wgrad"] = config.fuse_wgrad_accumulation;
+    if (config.fuse_wgrad_accumulation && main_grad.has_value())
+      ctx->saved_data["main_grad"] = *main_grad;
+    ctx->saved_data["has_bias"] = bias.defined();
+    // The state's buffers (shared, not copies): backward records the amax of
+    // dY into the backward history; with save_original_input, X is cast in
+    // backward with the input's current scale.
+    if (state.delayed() && recipe.kind == fp8::RecipeKind::kDelayed) {
+      ctx->saved_data["bwd_scale"] = state.bwd_scale();
+      ctx->saved_data["bwd_history"] = state.bwd_history();
+      ctx->saved_data["fwd_scale"] = state.fwd_scale();
+    }
+    return f.y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const fp8::Recipe recipe = decode(ctx->saved_data["recipe"].toIntVector());
+    const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
+    const int64_t groups = shape[0], n = shape[1], k = shape[2], t = shape[3];
+    const bool delayed = ctx->saved_data.count("bwd_scale") > 0;
+    const auto tensor_or_none = [&](const char* key) {
+      auto it = ctx->saved_data.find(key);
+      return it == ctx->saved_data.end() ? at::Tensor() : it->second.toTensor();
+    };
+
+    GroupSplits splits;
+    auto device_it = ctx->saved_data.find("splits_device");
+    if (device_it != ctx->saved_data.end()) {
+      splits.device = device_it->second.toTensor();
+      splits.num_groups = splits.device.numel();
+    } else {
+      splits = splits_from_host(ctx->saved_data["splits_host"].toIntVector());
+    }
+
+    const at::Tensor dy = as_rows(grad_outputs[0], n, "grad_output", "out_features");
+    const bool input_grad = ctx->needs_input_grad(0);
+    const bool weight_grad = ctx->needs_input_grad(1);
+    const bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
+    const at::Device device = dy.device();
+    const Device core_device = to_core_device(device);
+    GroupedGemmEngine& engine = engine_for(core_device);
+
+    at::Tensor dx, dw, db;
+    // The bias gradient in the bias' dtype (that of dY), summed in fp32.
+    at::Tensor grad_bias = bias_grad ? at::empty({groups, n}, dy.options()) : at::Tensor();
+    Fp8Activation dyq;
+    if (input_grad || weight_grad) {
+      const fp8::ScaleState dy_state =
+          delayed ? scale_state(tensor_or_none("bwd_scale"), tensor_or_none("bwd_history"))
+                  : fp8::ScaleState{};
+      dyq = quantize_activation(dy, splits, backward_spec(recipe), input_grad, weight_grad,
+                                dy_state, grad_bias);
+    } else if (bias_grad) {
+      // Only the bias needs a gradient: no cast, the plain column sums.
+      WgradRequest request;
+      request.weight_grad = false;
+      request.bias_grad = true;
+      request.grad_bias = grad_bias;
+      grouped_wgrad(dy, at::empty({t, 0}, dy.options()), splits, request);
+    }
+
+    c10::OptionalDeviceGuard guard(device);
+    if (input_grad) {
+      Fp8Weight wq;
+      wq.spec = forward_spec(recipe);
+      wq.col = saved[kW];
+      wq.col_scale_inv = saved[kWScaleInv];
+      at::Tensor dx2d = at::empty({t, k}, dy.options());
+      fp8::DgradProblem problem;
+      problem.dy = dyq.view();
+      problem.w = wq.view();
+      problem.dx = matrix_view(dx2d, "grad_input");
+      problem.splits = splits.view();
+      fp8::run_fp8_dgrad(engine, problem, exec_context(device));
+      dx = dx2d.view(ctx->saved_data["inp_sizes"].toIntVector());
+    }
+
+    if (weight_grad) {
+      Fp8Activation xq;
+      if (ctx->saved_data["keep_input"].toBool()) {
+        // save_original_input: X is cast now, with the input's scale as it is
+        // now (delayed scaling; its amax was recorded in forward).
+        const fp8::ScaleState x_state =
+            delayed ? scale_state(tensor_or_none("fwd_scale"), at::Tensor()) : fp8::ScaleState{};
+        xq = quantize_activation(saved[kX], splits, forward_spec(recipe), /*rowwise=*/false,
+                                 /*columnwise=*/true, x_state);
+      } else {
+        xq.spec = forward_spec(recipe);
+        xq.rows = t;
+        xq.cols = k;
+        xq.col = saved[kX];
+        xq.col_scale_inv = saved[kXScaleInv];
+      }
+      const bool fuse = ctx->saved_data["fuse_wgrad"].toBool();
+      const at::Tensor main_grad = tensor_or_none("main_grad");
+      const bool accumulate = fuse && main_grad.defined();
+      const at::Tensor target =
+          accumulate ? main_grad.view({groups, n, k})
+                     : at::empty({groups, n, k}, dy.options().dtype(saved_weight_dtype(ctx)));
+      fp8::WgradProblem problem;
+      problem.dy = dyq.view();
+      problem.x = xq.view();
+      problem.dw = grouped_view(target, accumulate ? "main_grad" : "grad_weight");
+      problem.accumulate = accumulate;
+      problem.splits = splits.view();
+      problem.total_rows = t;
+      fp8::run_fp8_wgrad(engine, problem, exec_context(device));
+      // With fused accumulation the gradient went into main_grad; .grad stays
+      // unset, as in the unquantized path.
+      if (!fuse) dw = target.view(ctx->saved_data["weight_sizes"].toIntVector());
+    }
+
+    if (bias_grad)
+      db = ctx->saved_data["weight_sizes"].toIntVector().size() == 2 ? grad_bias.view({n})
+                                                                     : grad_bias;
+    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+
+  static at::ScalarType saved_weight_dtype(AutogradContext* ctx) {
+    return static_cast<at::ScalarType>(ctx->saved_data["weight_dtype"].toInt());
+  }
+};
+
+}  // namespace
+
+at::Tensor fp8_grouped_linear(const at::Tensor& inp, const at::Tensor& weight,
+                              const at::Tensor& bias, GroupSplits splits,
+                              const at::Tensor& main_grad, const LinearConfig& config,
+                              const fp8::Recipe& recipe, const Fp8Call& call, bool needs_graph) {
+  const at::Tensor w = as_grouped_weight(weight);
+  check_inputs(inp, w, as_grouped_bias(bias), splits, call);
+  if (!needs_graph) {
+    const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
+    return run_forward(inp, x, w, as_grouped_bias(bias), splits, recipe, *call.state,
+                       call.is_first_microbatch, false, false)
+        .y;
+  }
+  const auto optional = [](const at::Tensor& t) {
+    return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+  };
+  return Fp8GroupedLinearFunction::apply(inp, weight, optional(bias), optional(main_grad), splits,
+                                         config, recipe, call);
+}
+
+}  // namespace grouped_linear::torch_binding

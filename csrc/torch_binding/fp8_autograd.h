@@ -1,0 +1,44 @@
+// GroupedLinear / Linear under grouped_linear.autocast: the FP8 forward and
+// its C++ autograd node.
+//
+// Forward: X quantized row-wise (and column-wise when the weight needs a
+// gradient, in the same pass), W row-wise (and column-wise when the input
+// needs a gradient) or taken from the module's cache (is_first_microbatch),
+// then fp8::run_fp8_forward on the device's engine. Saved for backward: the
+// column-wise X codes (1 byte per element) and their scale_inv, the
+// column-wise W codes and theirs; not the high-precision input, unless
+// save_original_input (then X is quantized in backward).
+// Backward: dY quantized once with the gradient format into the row-wise
+// (dgrad) and column-wise (wgrad) copies, the bias gradient summed in the
+// same pass; then run_fp8_dgrad and run_fp8_wgrad (into main_grad with
+// fuse_wgrad_accumulation).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <optional>
+
+#include "core/fp8/recipe.h"
+#include "torch_binding/autograd_function.h"
+#include "torch_binding/group_splits.h"
+
+namespace grouped_linear::torch_binding {
+
+class Fp8ModuleState;
+
+// What a module passes for FP8 besides its tensors.
+struct Fp8Call {
+  std::shared_ptr<Fp8ModuleState> state;    // the module's; required under FP8 autocast
+  std::optional<bool> is_first_microbatch;  // None: quantize W every call; True: quantize
+                                            // and cache; False: reuse the cache
+};
+
+// The FP8 path of grouped_linear() (autograd_function.h), with the recipe
+// read from the autocast state once by the caller. `needs_graph` as there.
+at::Tensor fp8_grouped_linear(const at::Tensor& inp, const at::Tensor& weight,
+                              const at::Tensor& bias, GroupSplits splits,
+                              const at::Tensor& main_grad, const LinearConfig& config,
+                              const fp8::Recipe& recipe, const Fp8Call& call, bool needs_graph);
+
+}  // namespace grouped_linear::torch_binding

@@ -1,0 +1,341 @@
+#include "torch_binding/fp8_state.h"
+
+#include <c10/core/DeviceGuard.h>
+
+#include <atomic>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fp8/delayed_scaling_ops.h"
+#include "torch_binding/exec_context.h"
+#include "torch_binding/python_errors.h"
+#include "torch_binding/tensor_views.h"
+
+namespace py = pybind11;
+
+namespace grouped_linear::torch_binding {
+namespace {
+
+constexpr int64_t kStateVersion = 1;
+constexpr int64_t kHeader = 6;  // see Fp8ModuleState::state_dict
+
+// Thread-local: autocast regions belong to their thread.
+thread_local std::vector<std::shared_ptr<Fp8ModuleState>> t_pending;
+thread_local uint64_t t_region = 0;
+std::atomic<uint64_t> g_next_region{1};
+std::atomic<bool> g_amax_check{false};
+
+float fp8_max(fp8::Format format) { return fp8::format_info(format).max; }
+
+// Names the first non-finite amax a boundary would use, before anything is
+// updated. Torch ops, so it runs on the histories' device (on CUDA the
+// .item() is the check mode's one synchronisation).
+void check_finite(const Fp8ModuleState& state, bool forward_set) {
+  const at::Tensor& history = forward_set ? state.fwd_history() : state.bwd_history();
+  const at::Tensor amax = state.recipe().amax_compute_algo == fp8::AmaxAlgo::kMax
+                              ? history.amax(0)
+                              : history.select(0, 0);
+  const at::Tensor bad = amax.isfinite().logical_not();
+  if (!bad.any().item<bool>()) return;
+  const int64_t index = bad.nonzero().select(1, 0).select(0, 0).item<int64_t>();
+  const float value = amax.select(0, index).item<float>();
+  GL_CHECK_VALUE(false, state.name(), ": amax of ", state.tensor_name(forward_set, index), " is ",
+                 value,
+                 " at the FP8 step boundary (autocast exit); expected a finite value (an overflow "
+                 "or NaN upstream; no scale was updated)");
+}
+
+fp8::DelayedScalingUpdate update_set(const at::Tensor& history, const at::Tensor& scale,
+                                     const at::Tensor& scale_inv, fp8::Format format) {
+  fp8::DelayedScalingUpdate set;
+  set.group.history = history.data_ptr<float>();
+  set.group.scale = scale.data_ptr<float>();
+  set.group.scale_inv = scale_inv.data_ptr<float>();
+  set.group.history_len = history.size(0);
+  set.group.num_tensors = history.size(1);
+  set.fp8_max = fp8_max(format);
+  return set;
+}
+
+void run_step_boundary(const std::vector<std::shared_ptr<Fp8ModuleState>>& states) {
+  std::vector<const Fp8ModuleState*> delayed;
+  for (const auto& state : states)
+    if (state->delayed() && state->recipe().kind == fp8::RecipeKind::kDelayed)
+      delayed.push_back(state.get());
+  if (delayed.empty()) return;
+  if (g_amax_check.load(std::memory_order_relaxed)) {
+    for (const Fp8ModuleState* state : delayed) {
+      check_finite(*state, /*forward_set=*/true);
+      check_finite(*state, /*forward_set=*/false);
+    }
+  }
+  // One update per (device, margin, algo): usually one for the whole model.
+  std::vector<bool> done(delayed.size(), false);
+  for (size_t i = 0; i < delayed.size(); ++i) {
+    if (done[i]) continue;
+    const Fp8ModuleState& first = *delayed[i];
+    const at::Device device = first.fwd_history().device();
+    const int margin = first.recipe().margin;
+    const fp8::AmaxAlgo algo = first.recipe().amax_compute_algo;
+    std::vector<fp8::DelayedScalingUpdate> sets;
+    for (size_t j = i; j < delayed.size(); ++j) {
+      const Fp8ModuleState& s = *delayed[j];
+      if (done[j] || s.fwd_history().device() != device || s.recipe().margin != margin ||
+          s.recipe().amax_compute_algo != algo)
+        continue;
+      done[j] = true;
+      sets.push_back(update_set(s.fwd_history(), s.fwd_scale(), s.fwd_scale_inv(),
+                                fp8::forward_format(s.recipe())));
+      sets.push_back(update_set(s.bwd_history(), s.bwd_scale(), s.bwd_scale_inv(),
+                                fp8::backward_format(s.recipe())));
+    }
+    c10::OptionalDeviceGuard guard(device);
+    fp8::update_delayed_scaling(sets.data(), static_cast<int>(sets.size()), margin, algo,
+                                /*check_finite=*/false, exec_context(device));
+  }
+}
+
+}  // namespace
+
+// ---- the state ----------------------------------------------------------------
+
+Fp8ModuleState::Fp8ModuleState(int64_t num_groups, std::string name)
+    : num_groups_(num_groups), name_(std::move(name)) {
+  GL_CHECK_VALUE(num_groups >= 1, "num_groups: got ", num_groups, ", expected an int >= 1");
+}
+
+void Fp8ModuleState::allocate_delayed(int64_t history_len, const at::Device& device) {
+  const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat).device(device);
+  fwd_history_ = at::zeros({history_len, 1 + num_groups_}, options);
+  fwd_scale_ = at::ones({1 + num_groups_}, options);
+  fwd_scale_inv_ = at::ones({1 + num_groups_}, options);
+  bwd_history_ = at::zeros({history_len, 1}, options);
+  bwd_scale_ = at::ones({1}, options);
+  bwd_scale_inv_ = at::ones({1}, options);
+}
+
+void Fp8ModuleState::begin_forward(const fp8::Recipe& recipe, const at::Device& device) {
+  // A cache made under another recipe or format does not match what this
+  // forward would cast.
+  if (weight_cache_.has_value() && (weight_cache_->spec.kind != recipe.kind ||
+                                    weight_cache_->spec.format != fp8::forward_format(recipe)))
+    weight_cache_.reset();
+  recipe_ = recipe;
+  has_recipe_ = true;
+  if (recipe.kind != fp8::RecipeKind::kDelayed) return;
+  if (!delayed() || fwd_history_.size(0) != recipe.amax_history_len) {
+    allocate_delayed(recipe.amax_history_len, device);
+  } else if (fwd_history_.device() != device) {  // the module moved
+    fwd_history_ = fwd_history_.to(device);
+    fwd_scale_ = fwd_scale_.to(device);
+    fwd_scale_inv_ = fwd_scale_inv_.to(device);
+    bwd_history_ = bwd_history_.to(device);
+    bwd_scale_ = bwd_scale_.to(device);
+    bwd_scale_inv_ = bwd_scale_inv_.to(device);
+  }
+  if (registered_region != t_region) {
+    registered_region = t_region;
+    t_pending.push_back(shared_from_this());
+  }
+}
+
+fp8::ScaleState Fp8ModuleState::input_state() const {
+  if (!delayed() || recipe_.kind != fp8::RecipeKind::kDelayed) return {};
+  return {fwd_scale_.data_ptr<float>(), fwd_history_.data_ptr<float>()};
+}
+
+fp8::ScaleState Fp8ModuleState::weight_state() const {
+  if (!delayed() || recipe_.kind != fp8::RecipeKind::kDelayed) return {};
+  return {fwd_scale_.data_ptr<float>() + 1, fwd_history_.data_ptr<float>() + 1};
+}
+
+fp8::ScaleState Fp8ModuleState::grad_output_state() const {
+  if (!delayed() || recipe_.kind != fp8::RecipeKind::kDelayed) return {};
+  return {bwd_scale_.data_ptr<float>(), bwd_history_.data_ptr<float>()};
+}
+
+void Fp8ModuleState::reset() {
+  recipe_ = fp8::Recipe{};
+  has_recipe_ = false;
+  fwd_history_ = fwd_scale_ = fwd_scale_inv_ = at::Tensor();
+  bwd_history_ = bwd_scale_ = bwd_scale_inv_ = at::Tensor();
+  weight_cache_.reset();
+  registered_region = 0;
+}
+
+std::string Fp8ModuleState::tensor_name(bool forward_set, int64_t index) const {
+  if (!forward_set) return "grad_output";
+  if (index == 0) return "input";
+  return num_groups_ == 1 ? std::string("weight") : "weight" + std::to_string(index - 1);
+}
+
+at::Tensor Fp8ModuleState::state_dict() const {
+  const int64_t history_len = delayed() ? fwd_history_.size(0) : 0;
+  const at::TensorOptions options =
+      at::TensorOptions().dtype(at::kFloat).device(delayed() ? fwd_history_.device() : at::kCPU);
+  const at::Tensor header =
+      at::tensor(
+          {static_cast<float>(kStateVersion), static_cast<float>(num_groups_),
+           static_cast<float>(history_len), static_cast<float>(recipe_.format),
+           static_cast<float>(recipe_.margin), static_cast<float>(recipe_.amax_compute_algo)},
+          at::TensorOptions().dtype(at::kFloat))
+          .to(options.device());
+  if (!delayed()) return header;
+  return at::cat(
+      {header, fwd_history_.reshape(-1), fwd_scale_, bwd_history_.reshape(-1), bwd_scale_});
+}
+
+void Fp8ModuleState::load_state_dict(const py::object& state) {
+  // No FP8 state in the checkpoint (an older or per-expert one): start fresh,
+  // the weights are new.
+  if (state.is_none()) {
+    reset();
+    return;
+  }
+  GL_CHECK_TYPE(THPVariable_Check(state.ptr()), "_extra_state: got ", Py_TYPE(state.ptr())->tp_name,
+                ", expected the float32 tensor GroupedLinear / Linear save (or None)");
+  const at::Tensor flat = THPVariable_Unpack(state.ptr()).detach().to(at::kFloat).reshape(-1);
+  GL_CHECK_VALUE(flat.numel() >= kHeader, "_extra_state: ", flat.numel(),
+                 " values; expected at least the ", kHeader, "-value header");
+  const at::Tensor header = flat.slice(0, 0, kHeader).cpu();
+  const float* h = header.data_ptr<float>();
+  GL_CHECK_VALUE(h[0] == static_cast<float>(kStateVersion), "_extra_state: version ", h[0],
+                 " is not supported; expected ", kStateVersion);
+  GL_CHECK_VALUE(h[1] == static_cast<float>(num_groups_), "_extra_state: saved for ", h[1],
+                 " groups; this module has num_gemms = ", num_groups_);
+  const int64_t history_len = static_cast<int64_t>(h[2]);
+  const int64_t g1 = 1 + num_groups_;
+  const int64_t expected = history_len == 0 ? kHeader : kHeader + history_len * (g1 + 1) + g1 + 1;
+  GL_CHECK_VALUE(history_len >= 0 && flat.numel() == expected, "_extra_state: ", flat.numel(),
+                 " values for amax_history_len = ", history_len, " and ", num_groups_,
+                 " groups; expected ", expected);
+  GL_CHECK_VALUE(h[3] == 0.f || h[3] == 1.f || h[3] == 2.f, "_extra_state: fp8_format code ", h[3],
+                 "; expected 0 (E4M3), 1 (E5M2) or 2 (HYBRID)");
+  GL_CHECK_VALUE(h[4] >= 0.f, "_extra_state: margin ", h[4], "; expected >= 0");
+  GL_CHECK_VALUE(h[5] == 0.f || h[5] == 1.f, "_extra_state: amax_compute_algo code ", h[5],
+                 "; expected 0 (max) or 1 (most_recent)");
+  if (history_len == 0) {
+    reset();
+    return;
+  }
+  // Everything checked: now replace the state. Buffers stay on the
+  // checkpoint's device (map_location) until a forward moves them.
+  int64_t at_value = kHeader;
+  const auto take = [&](int64_t count) {
+    const at::Tensor part = flat.slice(0, at_value, at_value + count).clone();
+    at_value += count;
+    return part;
+  };
+  fwd_history_ = take(history_len * g1).view({history_len, g1});
+  fwd_scale_ = take(g1);
+  bwd_history_ = take(history_len).view({history_len, 1});
+  bwd_scale_ = take(1);
+  fwd_scale_inv_ = fwd_scale_.reciprocal();
+  bwd_scale_inv_ = bwd_scale_.reciprocal();
+  recipe_ = fp8::Recipe{};
+  recipe_.kind = fp8::RecipeKind::kDelayed;
+  recipe_.format = static_cast<fp8::FormatChoice>(static_cast<int>(h[3]));
+  recipe_.margin = static_cast<int>(h[4]);
+  recipe_.amax_history_len = static_cast<int>(history_len);
+  recipe_.amax_compute_algo = static_cast<fp8::AmaxAlgo>(static_cast<int>(h[5]));
+  has_recipe_ = true;
+  weight_cache_.reset();
+}
+
+// ---- step boundary --------------------------------------------------------------
+
+void begin_autocast_region() {
+  t_region = g_next_region.fetch_add(1, std::memory_order_relaxed);
+  t_pending.clear();
+}
+
+void end_autocast_region() {
+  std::vector<std::shared_ptr<Fp8ModuleState>> states;
+  states.swap(t_pending);
+  t_region = 0;
+  run_step_boundary(states);
+}
+
+void set_amax_check(bool enabled) { g_amax_check.store(enabled, std::memory_order_relaxed); }
+bool amax_check() { return g_amax_check.load(std::memory_order_relaxed); }
+
+// ---- Python ---------------------------------------------------------------------
+
+namespace {
+
+py::object optional_tensor(const at::Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
+
+std::shared_ptr<Fp8ModuleState> make_state(int64_t num_groups, const std::string& name) {
+  return std::make_shared<Fp8ModuleState>(num_groups, name);
+}
+
+py::tuple get_pickle_state(const Fp8ModuleState& s) {
+  return py::make_tuple(s.num_groups(), s.name(), s.state_dict().cpu());
+}
+
+std::shared_ptr<Fp8ModuleState> from_pickle_state(const py::tuple& t) {
+  GL_CHECK_VALUE(t.size() == 3, "ModuleState: bad pickle state");
+  auto state = std::make_shared<Fp8ModuleState>(t[0].cast<int64_t>(), t[1].cast<std::string>());
+  state->load_state_dict(t[2]);
+  return state;
+}
+
+void load_state(Fp8ModuleState& s, const py::object& state) { s.load_state_dict(state); }
+
+py::object cached_weight(const Fp8ModuleState& s, bool columnwise) {
+  if (!s.weight_cache().has_value()) return py::none();
+  const Fp8Weight& w = *s.weight_cache();
+  if (!(columnwise ? w.col : w.row).defined()) return py::none();
+  return py::cast(dequantized(w, columnwise));
+}
+
+}  // namespace
+
+void register_fp8_state(py::module_& f) {
+  py::class_<Fp8ModuleState, std::shared_ptr<Fp8ModuleState>>(
+      f, "ModuleState",
+      "A module's FP8 state: delayed-scaling amax histories and scales, and the quantized "
+      "weights cached across micro-batches.")
+      .def(py::init(guarded(&make_state)), py::arg("num_groups"), py::arg("name") = "")
+      .def_property_readonly("num_groups", &Fp8ModuleState::num_groups)
+      .def_property("name", &Fp8ModuleState::name, &Fp8ModuleState::set_name)
+      .def_property_readonly("recipe_kind",
+                             [](const Fp8ModuleState& s) -> py::object {
+                               if (!s.has_recipe()) return py::none();
+                               const fp8::RecipeKind k = s.recipe().kind;
+                               return py::str(k == fp8::RecipeKind::kDelayed   ? "delayed"
+                                              : k == fp8::RecipeKind::kCurrent ? "current"
+                                                                               : "block");
+                             })
+      .def_property_readonly(
+          "amax_history_fwd",
+          [](const Fp8ModuleState& s) { return optional_tensor(s.fwd_history()); })
+      .def_property_readonly("scale_fwd",
+                             [](const Fp8ModuleState& s) { return optional_tensor(s.fwd_scale()); })
+      .def_property_readonly(
+          "scale_inv_fwd",
+          [](const Fp8ModuleState& s) { return optional_tensor(s.fwd_scale_inv()); })
+      .def_property_readonly(
+          "amax_history_bwd",
+          [](const Fp8ModuleState& s) { return optional_tensor(s.bwd_history()); })
+      .def_property_readonly("scale_bwd",
+                             [](const Fp8ModuleState& s) { return optional_tensor(s.bwd_scale()); })
+      .def_property_readonly(
+          "scale_inv_bwd",
+          [](const Fp8ModuleState& s) { return optional_tensor(s.bwd_scale_inv()); })
+      .def_property_readonly("has_weight_cache",
+                             [](const Fp8ModuleState& s) { return s.weight_cache().has_value(); })
+      .def("cached_weight", guarded(&cached_weight), py::arg("columnwise") = false,
+           "The cached quantized weight, dequantized to float32 [G, N, K] (None without a cache).")
+      .def("drop_weight_cache", &Fp8ModuleState::drop_weight_cache)
+      .def("reset", &Fp8ModuleState::reset)
+      .def("state_dict", &Fp8ModuleState::state_dict)
+      .def("load_state_dict", guarded(&load_state), py::arg("state"))
+      .def(py::pickle(&get_pickle_state, guarded(&from_pickle_state)));
+
+  f.def("set_amax_check", &set_amax_check, py::arg("enabled"),
+        "Check mode: a non-finite amax at the step boundary raises, naming the tensor.");
+  f.def("amax_check", &amax_check);
+}
+
+}  // namespace grouped_linear::torch_binding

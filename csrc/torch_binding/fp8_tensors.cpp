@@ -1,0 +1,239 @@
+#include "torch_binding/fp8_tensors.h"
+
+#include <c10/core/DeviceGuard.h>
+
+#include "core/error.h"
+#include "core/fp8/fp8_gemm.h"
+#include "torch_binding/exec_context.h"
+#include "torch_binding/tensor_views.h"
+
+namespace grouped_linear::torch_binding {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+MatrixView code_matrix(const at::Tensor& t, fp8::Format format) {
+  MatrixView m;
+  m.data = t.data_ptr();
+  m.dtype = fp8::code_dtype(format);
+  m.device = to_core_device(t.device());
+  m.rows = t.size(0);
+  m.cols = t.size(1);
+  m.row_stride = t.size(1);
+  return m;
+}
+
+GroupedMatrixView code_grouped(const at::Tensor& t, fp8::Format format) {
+  GroupedMatrixView m;
+  m.data = t.data_ptr();
+  m.dtype = fp8::code_dtype(format);
+  m.device = to_core_device(t.device());
+  m.groups = t.size(0);
+  m.rows = t.size(1);
+  m.cols = t.size(2);
+  m.row_stride = t.size(2);
+  m.group_stride = t.size(1) * t.size(2);
+  m.present = true;
+  return m;
+}
+
+fp8::ScaleView scale_view(const at::Tensor& scale_inv, bool blockwise, int block_rows,
+                          int block_cols) {
+  fp8::ScaleView s;
+  s.scale_inv = scale_inv.defined() ? scale_inv.data_ptr<float>() : nullptr;
+  if (blockwise) {
+    s.layout = fp8::ScaleLayout::kBlock;
+    s.block_rows = block_rows;
+    s.block_cols = block_cols;
+  }
+  return s;
+}
+
+at::ScalarType torch_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return at::kFloat;
+    case DType::kFloat16: return at::kHalf;
+    case DType::kBFloat16: return at::kBFloat16;
+    default: GL_CHECK(false, "convert: unexpected dtype ", dtype_name(dtype));
+  }
+}
+
+at::Tensor wrap(const GroupedMatrixView& v) {
+  const at::Device device =
+      v.device.type == DeviceType::kCPU
+          ? at::Device(at::kCPU)
+          : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(v.device.index));
+  return at::from_blob(v.data, {v.groups, v.rows, v.cols}, {v.group_stride, v.row_stride, 1},
+                       at::TensorOptions().dtype(torch_dtype(v.dtype)).device(device));
+}
+
+// The emulated FP8 GEMMs' dtype conversion on devices without a core one:
+// torch's copy_, queued on the current stream (the one ExecContext names).
+void torch_convert(const GroupedMatrixView& src, const GroupedMatrixView& dst, const ExecContext&) {
+  wrap(dst).copy_(wrap(src));
+}
+
+}  // namespace
+
+void register_fp8_emulation() { fp8::set_convert(DeviceType::kCUDA, &torch_convert); }
+
+at::ScalarType code_scalar_type(fp8::Format format) {
+  return format == fp8::Format::kE4M3 ? at::kFloat8_e4m3fn : at::kFloat8_e5m2;
+}
+
+QuantizeSpec forward_spec(const fp8::Recipe& r) {
+  QuantizeSpec s;
+  s.kind = r.kind;
+  s.format = fp8::forward_format(r);
+  s.margin = r.margin;
+  s.power_2_scales = r.power_2_scales;
+  s.activation_block_rows = r.activation_block_rows;
+  s.weight_block_rows = r.weight_block_rows;
+  s.block_cols = r.block_cols;
+  return s;
+}
+
+QuantizeSpec backward_spec(const fp8::Recipe& r) {
+  QuantizeSpec s = forward_spec(r);
+  s.format = fp8::backward_format(r);
+  return s;
+}
+
+fp8::QuantizedActivation Fp8Activation::view() const {
+  fp8::QuantizedActivation q;
+  q.format = spec.format;
+  if (row.defined()) {
+    q.rowwise = code_matrix(row, spec.format);
+    q.rowwise_scale =
+        scale_view(row_scale_inv, spec.blockwise(), spec.activation_block_rows, spec.block_cols);
+  } else {
+    q.rowwise.dtype = fp8::code_dtype(spec.format);
+  }
+  if (col.defined()) {
+    q.columnwise = code_matrix(col, spec.format);
+    q.columnwise_scale =
+        scale_view(col_scale_inv, spec.blockwise(), spec.activation_block_rows, spec.block_cols);
+  } else {
+    q.columnwise.dtype = fp8::code_dtype(spec.format);
+  }
+  return q;
+}
+
+fp8::QuantizedWeight Fp8Weight::view() const {
+  fp8::QuantizedWeight q;
+  q.format = spec.format;
+  if (row.defined()) {
+    q.rowwise = code_grouped(row, spec.format);
+    q.rowwise_scale =
+        scale_view(row_scale_inv, spec.blockwise(), spec.weight_block_rows, spec.block_cols);
+  } else {
+    q.rowwise.dtype = fp8::code_dtype(spec.format);
+  }
+  if (col.defined()) {
+    q.columnwise = code_grouped(col, spec.format);
+    q.columnwise_scale =
+        scale_view(col_scale_inv, spec.blockwise(), spec.weight_block_rows, spec.block_cols);
+  } else {
+    q.columnwise.dtype = fp8::code_dtype(spec.format);
+  }
+  return q;
+}
+
+Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits,
+                                  const QuantizeSpec& spec, bool rowwise, bool columnwise,
+                                  const fp8::ScaleState& state, const at::Tensor& dbias) {
+  const int64_t t = x.size(0), c = x.size(1), groups = splits.num_groups;
+  const at::TensorOptions codes = x.options().dtype(code_scalar_type(spec.format));
+  const at::TensorOptions scales = x.options().dtype(at::kFloat);
+  const int64_t block = spec.block_cols;
+  Fp8Activation q;
+  q.spec = spec;
+  q.rows = t;
+  q.cols = c;
+  if (rowwise) {
+    q.row = at::empty({t, c}, codes);
+    q.row_scale_inv =
+        spec.blockwise() ? at::empty({t, ceil_div(c, block)}, scales) : at::empty({1}, scales);
+  }
+  if (columnwise) {
+    // Padding between groups is zero (written by the quantize op), so a
+    // GEMM tile that reads past a group's last column multiplies zeros.
+    q.col = at::empty({c, fp8::padded_columns(t, groups)}, codes);
+    q.col_scale_inv = spec.blockwise()
+                          ? at::empty({c, fp8::column_block_capacity(t, groups, block)}, scales)
+                          : at::empty({1}, scales);
+  }
+  c10::OptionalDeviceGuard guard(x.device());
+  fp8::ActivationQuantize request;
+  request.input = matrix_view(x, "inp");
+  request.splits = splits.view();
+  request.kind = spec.kind;
+  request.format = spec.format;
+  request.margin = spec.margin;
+  request.power_2_scales = spec.power_2_scales;
+  request.state = state;
+  request.out = q.view();
+  if (dbias.defined()) request.dbias = grouped_view(dbias.unsqueeze(1), "grad_bias");
+  fp8::quantize_activation(request, exec_context(x.device()));
+  return q;
+}
+
+Fp8Weight quantize_weight(const at::Tensor& w, const QuantizeSpec& spec, bool rowwise,
+                          bool columnwise, const fp8::ScaleState& state) {
+  const int64_t groups = w.size(0), n = w.size(1), k = w.size(2);
+  const at::TensorOptions codes = w.options().dtype(code_scalar_type(spec.format));
+  const at::TensorOptions scales = w.options().dtype(at::kFloat);
+  const int64_t br = spec.weight_block_rows, bc = spec.block_cols;
+  Fp8Weight q;
+  q.spec = spec;
+  if (rowwise) {
+    q.row = at::empty({groups, n, k}, codes);
+    q.row_scale_inv = spec.blockwise()
+                          ? at::empty({groups, ceil_div(n, br), ceil_div(k, bc)}, scales)
+                          : at::empty({groups}, scales);
+  }
+  if (columnwise) {
+    q.col = at::empty({groups, k, n}, codes);
+    q.col_scale_inv = spec.blockwise()
+                          ? at::empty({groups, ceil_div(k, br), ceil_div(n, bc)}, scales)
+                          : at::empty({groups}, scales);
+  }
+  c10::OptionalDeviceGuard guard(w.device());
+  fp8::WeightQuantize request;
+  request.input = grouped_view(w, "weight");
+  request.kind = spec.kind;
+  request.format = spec.format;
+  request.margin = spec.margin;
+  request.power_2_scales = spec.power_2_scales;
+  request.state = state;
+  request.out = q.view();
+  fp8::quantize_weight(request, exec_context(w.device()));
+  return q;
+}
+
+at::Tensor dequantized(const Fp8Activation& q, bool columnwise, const GroupSplits& splits) {
+  const at::Tensor& codes = columnwise ? q.col : q.row;
+  GL_CHECK_VALUE(codes.defined(), "dequantize: the ", columnwise ? "column" : "row",
+                 "-wise copy was not made");
+  at::Tensor out = at::empty({q.rows, q.cols}, codes.options().dtype(at::kFloat));
+  c10::OptionalDeviceGuard guard(codes.device());
+  fp8::dequantize_activation(q.view(), columnwise, splits.view(), matrix_view(out, "out"),
+                             exec_context(codes.device()));
+  return out;
+}
+
+at::Tensor dequantized(const Fp8Weight& q, bool columnwise) {
+  const at::Tensor& codes = columnwise ? q.col : q.row;
+  GL_CHECK_VALUE(codes.defined(), "dequantize: the ", columnwise ? "column" : "row",
+                 "-wise copy was not made");
+  const int64_t groups = codes.size(0);
+  const int64_t n = columnwise ? codes.size(2) : codes.size(1);
+  const int64_t k = columnwise ? codes.size(1) : codes.size(2);
+  at::Tensor out = at::empty({groups, n, k}, codes.options().dtype(at::kFloat));
+  c10::OptionalDeviceGuard guard(codes.device());
+  fp8::dequantize_weight(q.view(), columnwise, grouped_view(out, "out"),
+                         exec_context(codes.device()));
+  return out;
+}
+
+}  // namespace grouped_linear::torch_binding
