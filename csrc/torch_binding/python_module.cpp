@@ -5,9 +5,16 @@
 #include "core/builtin_engines.h"
 #include "core/engine_registry.h"
 #include "core/error.h"
+#include "core/log.h"
+#include "core/nvtx.h"
 #include "torch_binding/autograd_function.h"
+#include "torch_binding/fp8_autograd.h"
 #include "torch_binding/fp8_bindings.h"
+#include "torch_binding/fp8_state.h"
+#include "torch_binding/fp8_tensors.h"
+#include "torch_binding/fp8_gemm_ops.h"
 #include "torch_binding/grouped_ops.h"
+#include "torch_binding/op_registration.h"
 #include "torch_binding/python_errors.h"
 #include "torch_binding/tensor_views.h"
 
@@ -65,10 +72,25 @@ at::Tensor optional_tensor(const std::optional<at::Tensor>& t) {
   return t.has_value() ? *t : at::Tensor();
 }
 
+// None, True or False (Transformer Engine's is_first_microbatch).
+std::optional<bool> parse_first_microbatch(py::handle obj) {
+  if (obj.is_none()) return std::nullopt;
+  GL_CHECK_TYPE(obj.ptr() == Py_True || obj.ptr() == Py_False, "is_first_microbatch: got ",
+                python_repr(obj), " (", Py_TYPE(obj.ptr())->tp_name,
+                "); expected None, True or False");
+  return obj.ptr() == Py_True;
+}
+
+Fp8Call make_fp8_call(const std::shared_ptr<Fp8ModuleState>& state, py::handle first) {
+  return Fp8Call{state, parse_first_microbatch(first)};
+}
+
 at::Tensor py_grouped_linear(const at::Tensor& inp, const at::Tensor& weight,
                              const std::optional<at::Tensor>& bias, py::handle m_splits,
                              const std::optional<at::Tensor>& main_grad,
-                             const LinearConfig& config) {
+                             const LinearConfig& config,
+                             const std::shared_ptr<Fp8ModuleState>& fp8_state,
+                             py::handle is_first_microbatch) {
   GL_CHECK_VALUE(weight.dim() == 3,
                  "weight: expected a 3-D [num_gemms, out_features, "
                  "in_features] tensor, got shape ",
@@ -76,12 +98,15 @@ at::Tensor py_grouped_linear(const at::Tensor& inp, const at::Tensor& weight,
   GroupSplits splits = parse_splits(m_splits, inp);
   check_split_count(splits, weight.size(0));
   return grouped_linear(inp, weight, optional_tensor(bias), std::move(splits),
-                        optional_tensor(main_grad), config);
+                        optional_tensor(main_grad), config,
+                        make_fp8_call(fp8_state, is_first_microbatch));
 }
 
 at::Tensor py_linear(const at::Tensor& inp, const at::Tensor& weight,
                      const std::optional<at::Tensor>& bias,
-                     const std::optional<at::Tensor>& main_grad, const LinearConfig& config) {
+                     const std::optional<at::Tensor>& main_grad, const LinearConfig& config,
+                     const std::shared_ptr<Fp8ModuleState>& fp8_state,
+                     py::handle is_first_microbatch) {
   GL_CHECK_VALUE(weight.dim() == 2,
                  "weight: expected a 2-D [out_features, in_features] tensor, "
                  "got shape ",
@@ -90,7 +115,8 @@ at::Tensor py_linear(const at::Tensor& inp, const at::Tensor& weight,
   int64_t leading = 1;
   for (int64_t d = 0; d + 1 < inp.dim(); ++d) leading *= inp.size(d);
   return grouped_linear(inp, weight, optional_tensor(bias), splits_from_host({leading}),
-                        optional_tensor(main_grad), config);
+                        optional_tensor(main_grad), config,
+                        make_fp8_call(fp8_state, is_first_microbatch));
 }
 
 // Raw products for tests and benchmarks: no autograd, optional outputs so a
@@ -174,18 +200,33 @@ PYBIND11_MODULE(_C, m) {
 #endif
 
   py::class_<LinearConfig>(m, "LinearConfig")
-      .def(py::init([](bool fuse) { return LinearConfig{fuse}; }),
-           py::arg("fuse_wgrad_accumulation") = false)
+      .def(py::init([](bool fuse, bool save_original_input) {
+             return LinearConfig{fuse, save_original_input};
+           }),
+           py::arg("fuse_wgrad_accumulation") = false, py::arg("save_original_input") = false)
       .def_readonly("fuse_wgrad_accumulation", &LinearConfig::fuse_wgrad_accumulation)
+      .def_readonly("save_original_input", &LinearConfig::save_original_input)
       .def(py::pickle(  // modules holding a config can be deep-copied and pickled
-          [](const LinearConfig& c) { return py::make_tuple(c.fuse_wgrad_accumulation); },
-          [](const py::tuple& state) { return LinearConfig{state[0].cast<bool>()}; }));
+          [](const LinearConfig& c) {
+            return py::make_tuple(c.fuse_wgrad_accumulation, c.save_original_input);
+          },
+          [](const py::tuple& state) {
+            return LinearConfig{state[0].cast<bool>(),
+                                state.size() > 1 && state[1].cast<bool>()};
+          }));
+
+  // FP8 first: grouped_linear's signature names _C.fp8.ModuleState.
+  register_fp8(m);
+  register_fp8_emulation();
 
   m.def("grouped_linear", guarded(&py_grouped_linear), py::arg("inp"), py::arg("weight"),
         py::arg("bias"), py::arg("m_splits"), py::arg("main_grad"), py::arg("config"),
-        "Differentiable grouped linear: inp [..., K], weight [G, N, K], bias [G, N] or None.");
+        py::arg("fp8_state") = nullptr, py::arg("is_first_microbatch") = py::none(),
+        "Differentiable grouped linear: inp [..., K], weight [G, N, K], bias [G, N] or None. "
+        "Inside grouped_linear.autocast it runs in FP8 with the module's fp8_state.");
   m.def("linear", guarded(&py_linear), py::arg("inp"), py::arg("weight"), py::arg("bias"),
-        py::arg("main_grad"), py::arg("config"),
+        py::arg("main_grad"), py::arg("config"), py::arg("fp8_state") = nullptr,
+        py::arg("is_first_microbatch") = py::none(),
         "Differentiable linear (one group): inp [..., K], weight [N, K], bias [N] or None.");
 
   py::module_ ops = m.def_submodule("ops", "The three products without autograd.");
@@ -197,6 +238,8 @@ PYBIND11_MODULE(_C, m) {
           py::kw_only(), py::arg("grad_weight") = py::none(), py::arg("accumulate") = false,
           py::arg("weight_grad") = true, py::arg("bias_grad") = false,
           py::arg("grad_bias") = py::none(), py::arg("engine") = "");
+  register_fp8_gemm_ops(ops);
+  register_compile_support(m);
 
   m.def("engine_names", guarded(&engine_names_for), py::arg("device_type"));
   m.def("engine_for", guarded(&engine_name_for), py::arg("device"),
@@ -207,6 +250,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_kernel_override", guarded(&set_kernel_override_for), py::arg("device_type"),
         py::arg("engine"), py::arg("kernel"),
         "Force one kernel of an engine by name ('' restores the automatic choice).");
-
-  register_fp8(m);
+  m.def(
+      "diagnostics",
+      [] {
+        py::dict d;
+        d["log_level"] = log::level_name(log::level());
+        d["nvtx_compiled"] = nvtx::compiled_in();
+        d["nvtx_enabled"] = nvtx::enabled();
+        return d;
+      },
+      "The diagnostics settings read from GROUPED_LINEAR_LOG_LEVEL and GROUPED_LINEAR_NVTX.");
 }

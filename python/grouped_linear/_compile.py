@@ -1,0 +1,56 @@
+"""The modules' forward while torch.compile traces them: the registered
+dispatcher ops (csrc/torch_binding/op_registration.cpp) instead of the
+pybind call, which dynamo cannot trace. Eager forwards never come here.
+
+m_splits becomes a tensor (a list: a CPU int64 tensor; a tensor is passed
+as it is, so a device m_splits is never read on the host). Under FP8 the
+recipe is read from `fp8._compile_stack` at trace time (dynamo guards on
+it), and delayed scaling's amax histories and scales, read from the module's
+`_C.fp8.ModuleState` properties, are graph inputs the ops mutate in place.
+"""
+
+from typing import Optional
+
+import torch
+
+from . import _C, fp8
+
+
+def _prepare_fp8(state, codes, device: str) -> int:
+    # Runs once, while dynamo traces (see below): readies the state's buffers
+    # for this recipe and device and returns its handle for fp8_forward.
+    return _C._compile_prepare_fp8(state, list(codes), device)
+
+
+# What torch.compiler.assume_constant_result sets; set directly so that
+# importing grouped_linear does not import torch._dynamo.
+_prepare_fp8._dynamo_marked_constant = True
+
+
+def _check_supported(module, is_first_microbatch) -> None:
+    if is_first_microbatch is not None:
+        raise NotImplementedError("grouped_linear: is_first_microbatch: the FP8 weight cache is "
+                                  "not supported under torch.compile; pass None")
+    if module.fuse_wgrad_accumulation:
+        raise NotImplementedError("grouped_linear: fuse_wgrad_accumulation is not supported "
+                                  "under torch.compile")
+
+
+def forward(module, inp: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+            m_splits, is_first_microbatch):
+    _check_supported(module, is_first_microbatch)
+    if m_splits is not None and not isinstance(m_splits, torch.Tensor):
+        m_splits = torch.tensor(list(m_splits), dtype=torch.int64)
+    codes = fp8._compile_stack[-1] if fp8._compile_stack else None
+    if codes is None:
+        return torch.ops.grouped_linear.forward(inp, weight, bias, m_splits)
+    state = module._fp8_state
+    handle = -1
+    hist = scale = bwd_hist = bwd_scale = None
+    if codes[0] == 0:  # delayed scaling
+        handle = _prepare_fp8(state, codes, str(weight.device))
+        hist, scale = state.amax_history_fwd, state.scale_fwd
+        bwd_hist, bwd_scale = state.amax_history_bwd, state.scale_bwd
+    return torch.ops.grouped_linear.fp8_linear(inp, weight, bias, m_splits, list(codes), hist,
+                                               scale, bwd_hist, bwd_scale, handle,
+                                               module.save_original_input)
