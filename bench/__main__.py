@@ -15,12 +15,12 @@ from typing import List, Optional
 
 import torch
 
-from . import host_overhead, meta, python_layer, throughput
+from . import fp8_module, fp8_throughput, host_overhead, meta, python_layer, throughput
 from .cases import REPO_ROOT, ROLES, ROUTINGS, load_cases, select_throughput_cases
 from .report import log, print_summary, write_json
 from .timing import make_timer
 
-SECTIONS = ("throughput", "host", "python")
+SECTIONS = ("throughput", "fp8", "host", "python")
 
 # (GPU, CPU) defaults. The GPU ones keep the whole run within a few minutes on
 # an H200; the CPU ones within a minute on 2 cores (its engine is a plain loop).
@@ -64,7 +64,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                                    "(JSON cases and the CPU cases cpu_G4, cpu_G16)")
     p.add_argument("--roles", help="comma-separated subset of fwd,dgrad,wgrad")
     p.add_argument("--routings", help="comma-separated subset of uniform,skewed")
-    p.add_argument("--sections", help="comma-separated subset of throughput,host,python")
+    p.add_argument("--sections", help="comma-separated subset of throughput,fp8,host,python "
+                                      "(fp8: FP8 GEMMs, on sm_90 only)")
     p.add_argument("--engines", help="grouped_linear engines to measure "
                                      "(default: every engine built for the device, default first)")
     p.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")
@@ -124,6 +125,16 @@ def main(argv=None) -> int:
         for case in cases:
             result["throughput"] += throughput.run([case], device, timer, settings)
             write_json(result, out_path)   # partial results survive a later failure
+    if "fp8" in sections and on_gpu and torch.cuda.get_device_capability(device) == (9, 0):
+        settings = throughput.Settings(warmup=value["warmup"], reps=value["reps"], roles=roles,
+                                       routings=routings, engines=engines)
+        result["fp8_throughput"] = []
+        for case in cases:
+            result["fp8_throughput"] += fp8_throughput.run([case], device, timer, settings)
+            write_json(result, out_path)
+        result["fp8_end_to_end"] = fp8_module.run(cases, device, timer, value["warmup"],
+                                                  value["reps"], routings)
+        write_json(result, out_path)
     if "host" in sections:
         settings = host_overhead.Settings(warmup=value["host_warmup"], calls=value["host_calls"],
                                           batches=value["host_batches"])

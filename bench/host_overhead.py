@@ -49,6 +49,10 @@ class Candidate:
     name: str
     forward: Callable[[torch.Tensor], torch.Tensor]   # x -> out, with autograd
     params: Sequence[torch.Tensor]
+    # Entered once around the measured loop: the FP8 candidates run inside
+    # one autocast region, as a model's layers do within a step (the step
+    # boundary, once per step for all layers, is not part of a call).
+    region: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
 
 
 def grouped_candidates(case: HostCase, device: torch.device, dtype: torch.dtype) -> List[Candidate]:
@@ -67,6 +71,12 @@ def grouped_candidates(case: HostCase, device: torch.device, dtype: torch.dtype)
                   list(gl.parameters())),
         Candidate("loop_F.linear", lambda x: loop(x, splits), list(loop.parameters())),
     ]
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) == (9, 0):
+        for label, recipe in (("delayed", grouped_linear.fp8.DelayedScaling),
+                              ("current", grouped_linear.fp8.Float8CurrentScaling)):
+            out.append(Candidate(f"grouped_linear_fp8_{label}", lambda x: gl(x, splits),
+                                 list(gl.parameters()),
+                                 lambda recipe=recipe: grouped_linear.autocast(recipe=recipe())))
     if peers.has_grouped_mm():
         gmm = peers.GroupedMMExperts(case.G, case.K, case.N, dtype=dtype, device=device)
         out.append(Candidate("F.grouped_mm", lambda x: gmm(x, offs), list(gmm.parameters())))
@@ -133,7 +143,8 @@ def measure_case(case: HostCase, candidates: List[Candidate], device: torch.devi
         for candidate in candidates:
             try:
                 fn, grad_mode = step_function(candidate, mode, x, x_leaf, dy)
-                record["impls"][candidate.name] = measure(fn, grad_mode, timer, settings)
+                with candidate.region():
+                    record["impls"][candidate.name] = measure(fn, grad_mode, timer, settings)
             except Exception as exc:  # noqa: BLE001  a failing peer is a result
                 record["impls"][candidate.name] = {"error": short_error(exc)}
                 if candidate.name.startswith("grouped_linear"):

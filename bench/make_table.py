@@ -43,6 +43,29 @@ def shapes_table(records) -> Table:
     return header, rows, 2
 
 
+def end_to_end_table(records, notes: Notes) -> Table:
+    ok = [r for r in records if "impls" in r]
+    names: List[str] = []
+    for r in ok:
+        names += [n for n in r["impls"] if n not in names]
+    rows = []
+    for r in ok:
+        row = [r["case"], r["routing"]]
+        for n in names:
+            e = r["impls"].get(n, {})
+            if "median_ms" not in e:
+                row.append("n/a " + notes.mark(f"{n} {r['case']}: {e.get('error', 'missing')}"))
+            elif n == "bf16":
+                row.append(f"{e['median_ms']:.3f}")
+            else:
+                row.append(f"{e['median_ms']:.3f} ({e.get('speedup_over_bf16', 0):.2f}x)")
+        rows.append(row)
+    for r in records:
+        if "impls" not in r:
+            notes.mark(f"fp8 end to end {r.get('case')}: {r.get('error')}")
+    return ["case", "routing"] + names, rows, 2
+
+
 def render(result: dict, source: str = "") -> str:
     meta = result.get("meta", {})
     notes = Notes()
@@ -83,6 +106,21 @@ def render(result: dict, source: str = "") -> str:
                 "`torch.mm`. Routing as in `bench_cases.json` (skewed: u³ + 0.02 weights, seed 1).",
                 "", render_markdown(shapes_table(result["throughput"])), "",
                 render_markdown(throughput_table(result["throughput"], notes)), ""]
+    if result.get("fp8_throughput"):
+        out += ["## FP8 throughput", "",
+                "Per-tensor scaled FP8 (E4M3 activations and weights, E5M2 gradients), bf16 "
+                "output, operands quantized before timing (`bench/fp8_throughput.py`). In "
+                "brackets the ratio to `dense_fp8`: one `torch._scaled_mm` (cuBLAS) of the same "
+                "M, N, K. `scaled_grouped_mm` is `torch._scaled_grouped_mm` with row-wise "
+                "scales (E4M3 only, not run for wgrad).", "",
+                render_markdown(throughput_table(result["fp8_throughput"], notes)), ""]
+    if result.get("fp8_end_to_end"):
+        out += ["## FP8 end to end", "",
+                "GroupedLinear forward+backward (bias off), one step: autocast entered, "
+                "forward, autocast left (delayed scaling's step update), backward; "
+                "quantization included (`bench/fp8_module.py`). ms per step (median); in "
+                "brackets the speedup over bf16 in the same process.", "",
+                render_markdown(end_to_end_table(result["fp8_end_to_end"], notes)), ""]
     if result.get("host_overhead"):
         out += ["## Host overhead", "",
                 "µs per call: host time to issue the calls without synchronising / GPU time "

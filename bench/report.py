@@ -82,7 +82,7 @@ def throughput_table(records: Sequence[dict], notes: Notes) -> Table:
                 row.append("n/a " + notes.mark(f"{name}: {entry['error']}"))
             else:
                 cell = fmt(entry["tflops"])
-                if name != "dense" and "ratio_to_dense" in entry:
+                if not name.startswith("dense") and "ratio_to_dense" in entry:
                     cell += f" ({entry['ratio_to_dense']:.2f})"
                 if str(entry.get("check", "")).startswith("mismatch"):
                     cell += " " + notes.mark(f"{name} {r['case']} {r['routing']} {r['role']}: "

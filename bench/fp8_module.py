@@ -1,0 +1,94 @@
+"""End to end: GroupedLinear forward+backward in FP8 against the same layer in
+bf16, quantization included.
+
+One step = enter `grouped_linear.autocast(recipe)`, forward, leave it (the
+delayed-scaling step boundary runs here), backward with a prepared gradient,
+gradients reset to None. bf16 is the same step without autocast. Each FP8
+recipe's figure is given as a speedup over bf16 in the same process (the
+issue's target: at least 1.5 on the dsv3 and mixtral cases).
+"""
+
+import statistics
+import sys
+import traceback
+from typing import Dict, List, Sequence
+
+import torch
+
+import grouped_linear
+from grouped_linear import fp8
+
+from .cases import ThroughputCase, make_splits, splits_summary
+from .report import log, short_error
+
+RECIPES = {
+    "fp8_delayed": lambda: fp8.DelayedScaling(),
+    "fp8_current": lambda: fp8.Float8CurrentScaling(),
+    "fp8_block": lambda: fp8.Float8BlockScaling(),
+}
+# The issue's end-to-end cases.
+CASE_PREFIXES = ("dsv3", "mixtral")
+
+
+def step_fn(layer, x, dy, splits, recipe):
+    def step():
+        if recipe is None:
+            out = layer(x, splits)
+        else:
+            with grouped_linear.autocast(recipe=recipe):
+                out = layer(x, splits)
+        out.backward(dy)
+        layer.weight.grad = None
+        x.grad = None
+    return step
+
+
+def measure_case(case: ThroughputCase, device, timer, warmup: int, reps: int,
+                 routings: Sequence[str]) -> List[dict]:
+    gen = torch.Generator(device=device).manual_seed(0)
+    layer = grouped_linear.GroupedLinear(case.G, case.K, case.N, bias=False,
+                                         params_dtype=torch.bfloat16, device=device)
+    x = (torch.randn(case.T, case.K, device=device, generator=gen)
+         .to(torch.bfloat16).requires_grad_(True))
+    dy = (torch.randn(case.T, case.N, device=device, generator=gen) * 0.01).to(torch.bfloat16)
+    records = []
+    for routing in routings:
+        splits = make_splits(routing, case.G, case.T)
+        impls: Dict[str, dict] = {}
+        for name, make in [("bf16", None)] + list(RECIPES.items()):
+            try:
+                fn = step_fn(layer, x, dy, splits, None if make is None else make())
+                times = timer.per_run_seconds(fn, warmup, reps)
+                med = statistics.median(times)
+                impls[name] = {"median_ms": med * 1e3, "min_ms": min(times) * 1e3,
+                               "reps": len(times), "tflops": 3 * case.flops() / med / 1e12}
+            except Exception as exc:  # noqa: BLE001
+                impls[name] = {"error": short_error(exc)}
+                traceback.print_exc(file=sys.stderr)
+        base = impls["bf16"].get("median_ms")
+        for entry in impls.values():
+            if base and "median_ms" in entry:
+                entry["speedup_over_bf16"] = base / entry["median_ms"]
+        records.append({"case": case.name, "G": case.G, "K": case.K, "N": case.N, "T": case.T,
+                        "routing": routing, "splits": splits_summary(splits), "impls": impls})
+        log(f"  e2e {case.name:16s} {routing:8s} " + "  ".join(
+            f"{n}={e['median_ms']:.3f}ms" if "median_ms" in e else f"{n}=err"
+            for n, e in impls.items()))
+    return records
+
+
+def run(cases: Sequence[ThroughputCase], device, timer, warmup: int, reps: int,
+        routings: Sequence[str]) -> List[dict]:
+    records: List[dict] = []
+    for case in cases:
+        if not case.name.startswith(CASE_PREFIXES):
+            continue
+        log(f"fp8 end to end {case.name}")
+        try:
+            records.extend(measure_case(case, device, timer, warmup, reps, routings))
+        except Exception as exc:  # noqa: BLE001
+            traceback.print_exc(file=sys.stderr)
+            records.append({"case": case.name, "error": short_error(exc)})
+        timer.synchronize()
+        torch.cuda.empty_cache()
+    return records
