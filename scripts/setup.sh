@@ -63,6 +63,14 @@ if [ ! -f /usr/src/googletest/CMakeLists.txt ] && [ ! -f .deps/googletest/CMakeL
   fi
 fi
 
+# ccache (optional): repeat builds, fresh clones on the same machine included,
+# recompile only what changed (cmake/ccache.cmake).
+if ! command -v ccache >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "setup: apt-get install ccache"
+  (apt-get install -y -qq ccache || (apt-get update -qq && apt-get install -y -qq ccache)) >/dev/null 2>&1 ||
+    echo "setup: ccache could not be installed; building without it"
+fi
+
 [ "${GL_SKIP_INSTALL:-0}" = 1 ] && exit 0
 echo "setup: building and installing grouped_linear"
 extra=()
