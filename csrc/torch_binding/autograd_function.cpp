@@ -24,9 +24,8 @@ at::Tensor as_grouped_bias(const at::Tensor& bias) {
 // The output is allocated in the input's leading shape and the engine writes
 // a 2-D view of it, so the autograd output is a plain tensor (in-place ops on
 // it work) rather than a view.
-at::Tensor forward_into_input_shape(const at::Tensor& inp, const at::Tensor& x,
-                                    const at::Tensor& w, const at::Tensor& bias,
-                                    const GroupSplits& splits) {
+at::Tensor forward_into_input_shape(const at::Tensor& inp, const at::Tensor& x, const at::Tensor& w,
+                                    const at::Tensor& bias, const GroupSplits& splits) {
   std::vector<int64_t> shape(inp.sizes().begin(), inp.sizes().end());
   shape.back() = w.size(1);
   at::Tensor y = at::empty(shape, x.options());
@@ -40,7 +39,7 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& inp, const at::Tensor& weight,
                             const std::optional<at::Tensor>& optional_bias,
                             const std::optional<at::Tensor>& main_grad, const GroupSplits& splits,
-                            const LinearConfig& config) {
+                            const LinearConfig& config, bool overwrite_main_grad) {
     const at::Tensor bias = optional_bias.has_value() ? *optional_bias : at::Tensor();
     const at::Tensor w = as_grouped_weight(weight);
     const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
@@ -55,7 +54,9 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
     ctx->saved_data["fuse_wgrad"] = config.fuse_wgrad_accumulation;
     if (config.fuse_wgrad_accumulation && main_grad.has_value())
       ctx->saved_data["main_grad"] = *main_grad;
+    ctx->saved_data["overwrite_main_grad"] = overwrite_main_grad;
     ctx->saved_data["has_bias"] = bias.defined();
+    if (config.wgrad_store) ctx->saved_data["wgrad_store"] = store_capsule(config.wgrad_store);
     return y;
   }
 
@@ -87,20 +88,32 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
     request.weight_grad = ctx->needs_input_grad(1);
     request.bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
     if (request.weight_grad && fuse && ctx->saved_data.count("main_grad")) {
-      request.accumulate = true;
+      // Written, not added to, on the first micro-batch.
+      request.accumulate = !ctx->saved_data["overwrite_main_grad"].toBool();
       request.grad_weight = as_grouped_weight(ctx->saved_data["main_grad"].toTensor());
     }
     if (request.weight_grad || request.bias_grad) {
-      auto grads = grouped_wgrad(dy, x, splits, request);
+      const std::vector<int64_t> weight_sizes = weight.sizes().vec();
       // With fused accumulation the gradient went into main_grad; .grad stays
       // unset, as Megatron-style optimizers expect.
-      if (request.weight_grad && !fuse) dw = grads.first.view(weight.sizes());
-      if (request.bias_grad) {
-        const at::Tensor& bias_shape_source = grads.second;
-        db = weight.dim() == 2 ? bias_shape_source.view({n}) : bias_shape_source;
+      const bool return_dw = request.weight_grad && !fuse;
+      auto compute = [dy, x, splits, request, weight_sizes, n, return_dw]() {
+        auto grads = grouped_wgrad(dy, x, splits, request);
+        at::Tensor dw_out, db_out;
+        if (return_dw) dw_out = grads.first.view(weight_sizes);
+        if (request.bias_grad)
+          db_out = weight_sizes.size() == 2 ? grads.second.view({n}) : grads.second;
+        return std::make_pair(dw_out, db_out);
+      };
+      auto store_it = ctx->saved_data.find("wgrad_store");
+      if (store_it != ctx->saved_data.end()) {
+        // delay_wgrad_compute: dY and X live on in the stash until backward_dw.
+        store_from_capsule(store_it->second)->push(DeferredWgrad{weight_sizes, compute});
+      } else {
+        std::tie(dw, db) = compute();
       }
     }
-    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -142,8 +155,39 @@ at::Tensor grouped_linear(const at::Tensor& inp, const at::Tensor& weight, const
   const auto optional = [](const at::Tensor& t) {
     return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
   };
+  const bool overwrite_main_grad = fp8.is_first_microbatch.value_or(false);
   return GroupedLinearFunction::apply(inp, weight, optional(bias), optional(main_grad), splits,
-                                      config);
+                                      config, overwrite_main_grad);
+}
+
+namespace {
+
+void add_to_grad(const at::Tensor& param, const at::Tensor& grad, const char* name) {
+  at::Tensor& current = param.mutable_grad();
+  if (!current.defined()) {
+    current = grad;  // freshly allocated by the wgrad: no copy needed
+    return;
+  }
+  GL_CHECK_VALUE(current.sizes() == grad.sizes(), name, ".grad: shape ", current.sizes(),
+                 " does not match the gradient's ", grad.sizes());
+  current.add_(grad);
+}
+
+}  // namespace
+
+bool run_backward_dw(WgradStore& store, const at::Tensor& weight, const at::Tensor& bias) {
+  const auto sizes = store.front_weight_sizes();
+  if (!sizes.has_value()) return false;  // nothing stashed: a no-op, as in TE
+  GL_CHECK_VALUE(weight.sizes() == at::IntArrayRef(*sizes), "weight: shape ", weight.sizes(),
+                 " is not the shape ", at::IntArrayRef(*sizes),
+                 " of the weight whose backward stashed this gradient");
+  // Popped before running, so an entry that fails cannot block the queue.
+  DeferredWgrad entry = *store.pop();
+  at::NoGradGuard no_grad;
+  auto [dw, db] = entry.compute();
+  if (dw.defined()) add_to_grad(weight, dw, "weight");
+  if (db.defined() && bias.defined()) add_to_grad(bias, db, "bias");
+  return true;
 }
 
 }  // namespace grouped_linear::torch_binding

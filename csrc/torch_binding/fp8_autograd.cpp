@@ -3,6 +3,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <functional>
 #include <vector>
 
 #include "core/engine_registry.h"
@@ -211,7 +212,9 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
     ctx->saved_data["fuse_wgrad"] = config.fuse_wgrad_accumulation;
     if (config.fuse_wgrad_accumulation && main_grad.has_value())
       ctx->saved_data["main_grad"] = *main_grad;
+    ctx->saved_data["overwrite_main_grad"] = call.is_first_microbatch.value_or(false);
     ctx->saved_data["has_bias"] = bias.defined();
+    if (config.wgrad_store) ctx->saved_data["wgrad_store"] = store_capsule(config.wgrad_store);
     // The state's buffers (shared, not copies): backward records the amax of
     // dY into the backward history; with save_original_input, X is cast in
     // backward with the input's current scale.
@@ -286,6 +289,14 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
       dx = dx2d.view(ctx->saved_data["inp_sizes"].toIntVector());
     }
 
+    // delay_wgrad_compute: the wgrad below (and the bias gradient, already
+    // summed) is stashed for backward_dw; dY's row-wise copy is not kept.
+    c10::intrusive_ptr<WgradStore> store;
+    if (auto it = ctx->saved_data.find("wgrad_store"); it != ctx->saved_data.end())
+      store = store_from_capsule(it->second);
+    const std::vector<int64_t> weight_sizes = ctx->saved_data["weight_sizes"].toIntVector();
+    std::function<at::Tensor()> compute_dw;
+
     if (weight_grad) {
       Fp8Activation xq;
       if (ctx->saved_data["keep_input"].toBool()) {
@@ -304,26 +315,43 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
       }
       const bool fuse = ctx->saved_data["fuse_wgrad"].toBool();
       const at::Tensor main_grad = tensor_or_none("main_grad");
-      const bool accumulate = fuse && main_grad.defined();
-      const at::Tensor target =
-          accumulate ? main_grad.view({groups, n, k})
-                     : at::empty({groups, n, k}, dy.options().dtype(saved_weight_dtype(ctx)));
-      fp8::WgradProblem problem;
-      problem.dy = dyq.view();
-      problem.x = xq.view();
-      problem.dw = grouped_view(target, accumulate ? "main_grad" : "grad_weight");
-      problem.accumulate = accumulate;
-      problem.splits = splits.view();
-      problem.total_rows = t;
-      fp8::run_fp8_wgrad(engine, problem, exec_context(device));
-      // With fused accumulation the gradient went into main_grad; .grad stays
-      // unset, as in the unquantized path.
-      if (!fuse) dw = target.view(ctx->saved_data["weight_sizes"].toIntVector());
+      const bool into_main_grad = fuse && main_grad.defined();
+      // Written, not added to, on the first micro-batch (is_first_microbatch).
+      const bool accumulate = into_main_grad && !ctx->saved_data["overwrite_main_grad"].toBool();
+      const at::ScalarType weight_dtype = saved_weight_dtype(ctx);
+      Fp8Activation dy_col = dyq;  // only the column-wise copy is needed from here on
+      dy_col.row = dy_col.row_scale_inv = at::Tensor();
+      compute_dw = [dy_col, xq, main_grad, into_main_grad, accumulate, weight_dtype, splits, groups,
+                    n, k, t, fuse, weight_sizes]() {
+        const at::Device device = dy_col.col.device();
+        c10::OptionalDeviceGuard guard(device);
+        const at::Tensor target =
+            into_main_grad ? main_grad.view({groups, n, k})
+                           : at::empty({groups, n, k}, dy_col.col.options().dtype(weight_dtype));
+        fp8::WgradProblem problem;
+        problem.dy = dy_col.view();
+        problem.x = xq.view();
+        problem.dw = grouped_view(target, into_main_grad ? "main_grad" : "grad_weight");
+        problem.accumulate = accumulate;
+        problem.splits = splits.view();
+        problem.total_rows = t;
+        fp8::run_fp8_wgrad(engine_for(to_core_device(device)), problem, exec_context(device));
+        // With fused accumulation the gradient went into main_grad; .grad
+        // stays unset, as in the unquantized path.
+        return fuse ? at::Tensor() : target.view(weight_sizes);
+      };
     }
 
-    if (bias_grad)
-      db = ctx->saved_data["weight_sizes"].toIntVector().size() == 2 ? grad_bias.view({n})
-                                                                     : grad_bias;
+    if (bias_grad) db = weight_sizes.size() == 2 ? grad_bias.view({n}) : grad_bias;
+    if (store && (weight_grad || bias_grad)) {
+      store->push(DeferredWgrad{weight_sizes, [compute_dw, db]() {
+                                  return std::make_pair(compute_dw ? compute_dw() : at::Tensor(),
+                                                        db);
+                                }});
+      db = at::Tensor();
+    } else if (compute_dw) {
+      dw = compute_dw();
+    }
     return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 

@@ -119,6 +119,18 @@ at::Tensor py_linear(const at::Tensor& inp, const at::Tensor& weight,
                         make_fp8_call(fp8_state, is_first_microbatch));
 }
 
+LinearConfig make_config(bool fuse, bool save_original_input, bool delay_wgrad_compute) {
+  LinearConfig config{fuse, save_original_input};
+  if (delay_wgrad_compute) config.wgrad_store = c10::make_intrusive<WgradStore>();
+  return config;
+}
+
+bool py_backward_dw(const LinearConfig& config, const at::Tensor& weight,
+                    const std::optional<at::Tensor>& bias) {
+  if (!config.wgrad_store) return false;  // delay_wgrad_compute off: nothing is ever stashed
+  return run_backward_dw(*config.wgrad_store, weight, optional_tensor(bias));
+}
+
 // Raw products for tests and benchmarks: no autograd, optional outputs so a
 // test can poison them first.
 at::Tensor py_forward(const at::Tensor& x, const at::Tensor& weight,
@@ -200,20 +212,30 @@ PYBIND11_MODULE(_C, m) {
 #endif
 
   py::class_<LinearConfig>(m, "LinearConfig")
-      .def(py::init([](bool fuse, bool save_original_input) {
-             return LinearConfig{fuse, save_original_input};
-           }),
-           py::arg("fuse_wgrad_accumulation") = false, py::arg("save_original_input") = false)
+      .def(py::init(&make_config), py::arg("fuse_wgrad_accumulation") = false,
+           py::arg("save_original_input") = false, py::arg("delay_wgrad_compute") = false)
       .def_readonly("fuse_wgrad_accumulation", &LinearConfig::fuse_wgrad_accumulation)
       .def_readonly("save_original_input", &LinearConfig::save_original_input)
+      .def_property_readonly("delay_wgrad_compute",
+                             [](const LinearConfig& c) { return bool(c.wgrad_store); })
+      .def_property_readonly(
+          "pending_wgrads",
+          [](const LinearConfig& c) { return c.wgrad_store ? c.wgrad_store->size() : size_t{0}; },
+          "delay_wgrad_compute: backwards whose weight gradients wait for backward_dw.")
       .def(py::pickle(  // modules holding a config can be deep-copied and pickled
           [](const LinearConfig& c) {
-            return py::make_tuple(c.fuse_wgrad_accumulation, c.save_original_input);
+            // The stash is not state: a copy starts with none pending.
+            return py::make_tuple(c.fuse_wgrad_accumulation, c.save_original_input,
+                                  bool(c.wgrad_store));
           },
           [](const py::tuple& state) {
-            return LinearConfig{state[0].cast<bool>(),
-                                state.size() > 1 && state[1].cast<bool>()};
+            return make_config(state[0].cast<bool>(), state.size() > 1 && state[1].cast<bool>(),
+                               state.size() > 2 && state[2].cast<bool>());
           }));
+  m.def("backward_dw", guarded(&py_backward_dw), py::arg("config"), py::arg("weight"),
+        py::arg("bias") = py::none(),
+        "delay_wgrad_compute: computes the oldest stashed weight (and bias) gradients into "
+        "weight.grad / bias.grad (added when set) or main_grad; False if none was stashed.");
 
   // FP8 first: grouped_linear's signature names _C.fp8.ModuleState.
   register_fp8(m);

@@ -34,6 +34,12 @@ def _check_supported(module, is_first_microbatch) -> None:
     if module.fuse_wgrad_accumulation:
         raise NotImplementedError("grouped_linear: fuse_wgrad_accumulation is not supported "
                                   "under torch.compile")
+    if module.delay_wgrad_compute:
+        # The stash is a side effect of backward that AOTAutograd's traced
+        # backward graph could not express; compile the module without it.
+        raise NotImplementedError("grouped_linear: delay_wgrad_compute=True is not supported "
+                                  "under torch.compile; construct the module with "
+                                  "delay_wgrad_compute=False or run it eagerly")
 
 
 def forward(module, inp: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
