@@ -2,8 +2,8 @@
 dispatcher ops (csrc/torch_binding/op_registration.cpp) instead of the
 pybind call, which dynamo cannot trace. Eager forwards never come here.
 
-m_splits becomes a tensor (a list: a CPU int64 tensor; a tensor is passed
-as it is, so a device m_splits is never read on the host). Under FP8 the
+m_splits becomes a tensor on the input's device (a list: one small copy; a
+device m_splits is passed as it is and never read on the host). Under FP8 the
 recipe is read from `fp8._compile_stack` at trace time (dynamo guards on
 it), and delayed scaling's amax histories and scales, read from the module's
 `_C.fp8.ModuleState` properties, are graph inputs the ops mutate in place.
@@ -45,8 +45,13 @@ def _check_supported(module, is_first_microbatch) -> None:
 def forward(module, inp: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
             m_splits, is_first_microbatch):
     _check_supported(module, is_first_microbatch)
+    # The ops take m_splits on the input's device: fake tensors (what the
+    # compiler traces with) cannot mix a CPU tensor into a CUDA op. Host sizes
+    # cost one small copy; a device m_splits is passed as it is.
     if m_splits is not None and not isinstance(m_splits, torch.Tensor):
-        m_splits = torch.tensor(list(m_splits), dtype=torch.int64)
+        m_splits = torch.tensor(list(m_splits), dtype=torch.int64, device=inp.device)
+    elif m_splits is not None and m_splits.device != inp.device:
+        m_splits = m_splits.to(inp.device)
     codes = fp8._compile_stack[-1] if fp8._compile_stack else None
     if codes is None:
         return torch.ops.grouped_linear.forward(inp, weight, bias, m_splits)

@@ -154,7 +154,9 @@ def _opcheck_args(device, grouped):
     x = torch.randn(6, K, device=device, requires_grad=True)
     w = torch.randn(*((G, N, K) if grouped else (N, K)), device=device, requires_grad=True)
     b = torch.randn(*((G, N) if grouped else (N,)), device=device, requires_grad=True)
-    s = torch.tensor([2, 0, 3, 1]) if grouped else None
+    # On the input's device, as _compile.forward passes it (fake tensors cannot
+    # mix a CPU m_splits into a CUDA op).
+    s = torch.tensor([2, 0, 3, 1], device=device) if grouped else None
     return x, w, b, s
 
 
