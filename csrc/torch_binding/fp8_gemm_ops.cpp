@@ -38,6 +38,30 @@ fp8::ScaleView per_tensor_scale(const at::Tensor& scale_inv, int64_t count, cons
   return view;
 }
 
+// A 1-D scale_inv holds per-tensor values (`count` of them); a 2-D
+// (activations) or 3-D (grouped weights) one holds blockwise scales in the
+// layout of core/fp8/fp8_tensor.h, `block_rows` x 128 blocks, which must have
+// the shape `blocks`.
+fp8::ScaleView scale_of(const at::Tensor& scale_inv, int64_t count, at::IntArrayRef blocks,
+                        int block_rows, const at::Tensor& codes, const char* name) {
+  if (scale_inv.dim() <= 1) return per_tensor_scale(scale_inv, count, codes, name);
+  GL_CHECK_TYPE(scale_inv.scalar_type() == at::kFloat, name, ": expected float32, got ",
+                c10::toString(scale_inv.scalar_type()));
+  GL_CHECK_VALUE(scale_inv.sizes() == blocks && scale_inv.is_contiguous(), name,
+                 ": block scales must be a contiguous tensor of shape ", blocks, " (", block_rows,
+                 " x 128 blocks), got ", scale_inv.sizes());
+  GL_CHECK_VALUE(scale_inv.device() == codes.device(), name, " is on ", scale_inv.device().str(),
+                 "; expected ", codes.device().str());
+  fp8::ScaleView view;
+  view.scale_inv = scale_inv.data_ptr<float>();
+  view.layout = fp8::ScaleLayout::kBlock;
+  view.block_rows = block_rows;
+  view.block_cols = 128;
+  return view;
+}
+
+int64_t blocks_of(int64_t extent) { return (extent + 127) / 128; }
+
 at::Tensor output(const std::optional<at::Tensor>& out, at::IntArrayRef shape, at::ScalarType dtype,
                   const at::Device& device, const char* name) {
   if (!out.has_value()) return at::empty(shape, at::TensorOptions().dtype(dtype).device(device));
@@ -64,10 +88,13 @@ at::Tensor fp8_forward(const at::Tensor& x, const at::Tensor& x_scale_inv, const
   fp8::ForwardProblem p;
   p.x.format = format_of(x, "inp");
   p.x.rowwise = matrix_view(x, "inp");
-  p.x.rowwise_scale = per_tensor_scale(x_scale_inv, 1, x, "inp_scale_inv");
+  p.x.rowwise_scale =
+      scale_of(x_scale_inv, 1, {x.size(0), blocks_of(x.size(1))}, 1, x, "inp_scale_inv");
   p.w.format = format_of(w, "weight");
   p.w.rowwise = grouped_view(w, "weight");
-  p.w.rowwise_scale = per_tensor_scale(w_scale_inv, w.size(0), w, "weight_scale_inv");
+  p.w.rowwise_scale =
+      scale_of(w_scale_inv, w.size(0), {w.size(0), blocks_of(w.size(1)), blocks_of(w.size(2))}, 128,
+               w, "weight_scale_inv");
   if (bias.has_value()) p.bias = bias_view(*bias, "bias");
   p.y = matrix_view(y, "out");
   p.splits = splits.view();
@@ -94,10 +121,13 @@ at::Tensor fp8_dgrad(const at::Tensor& dy, const at::Tensor& dy_scale_inv, const
   fp8::DgradProblem p;
   p.dy.format = format_of(dy, "grad_output");
   p.dy.rowwise = matrix_view(dy, "grad_output");
-  p.dy.rowwise_scale = per_tensor_scale(dy_scale_inv, 1, dy, "grad_output_scale_inv");
+  p.dy.rowwise_scale = scale_of(dy_scale_inv, 1, {dy.size(0), blocks_of(dy.size(1))}, 1, dy,
+                                "grad_output_scale_inv");
   p.w.format = format_of(w_t, "weight_t");
   p.w.columnwise = grouped_view(w_t, "weight_t");
-  p.w.columnwise_scale = per_tensor_scale(w_scale_inv, w_t.size(0), w_t, "weight_scale_inv");
+  p.w.columnwise_scale = scale_of(w_scale_inv, w_t.size(0),
+                                  {w_t.size(0), blocks_of(w_t.size(1)), blocks_of(w_t.size(2))},
+                                  128, w_t, "weight_scale_inv");
   p.dx = matrix_view(dx, "out");
   p.splits = splits.view();
   GroupedGemmEngine& e = engine_named(dy.device(), engine);
@@ -125,10 +155,13 @@ at::Tensor fp8_wgrad(const at::Tensor& dy_t, const at::Tensor& dy_scale_inv, con
   fp8::WgradProblem p;
   p.dy.format = format_of(dy_t, "grad_output_t");
   p.dy.columnwise = matrix_view(dy_t, "grad_output_t");
-  p.dy.columnwise_scale = per_tensor_scale(dy_scale_inv, 1, dy_t, "grad_output_scale_inv");
+  // Column-wise block scales: [C, column_block_capacity(T, G)] (fp8_tensor.h).
+  const int64_t capacity = fp8::column_block_capacity(total_rows, groups);
+  p.dy.columnwise_scale =
+      scale_of(dy_scale_inv, 1, {dy_t.size(0), capacity}, 1, dy_t, "grad_output_scale_inv");
   p.x.format = format_of(x_t, "inp_t");
   p.x.columnwise = matrix_view(x_t, "inp_t");
-  p.x.columnwise_scale = per_tensor_scale(x_scale_inv, 1, x_t, "inp_scale_inv");
+  p.x.columnwise_scale = scale_of(x_scale_inv, 1, {x_t.size(0), capacity}, 1, x_t, "inp_scale_inv");
   p.dw = grouped_view(dw, "out");
   p.accumulate = accumulate;
   p.splits = splits.view();

@@ -70,10 +70,12 @@ def fp8_forward(inp: torch.Tensor, inp_scale_inv: torch.Tensor, weight: torch.Te
                 weight_scale_inv: torch.Tensor, bias: Optional[torch.Tensor], m_splits: Splits, *,
                 out: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
                 engine: str = "") -> torch.Tensor:
-    """FP8 forward on quantized operands (per-tensor scaling): inp [T, K] and
-    weight [G, N, K] in torch.float8_e4m3fn/e5m2, inp_scale_inv [1] and
-    weight_scale_inv [G] float32. y_g = (x_g * s_x) @ (w_g * s_w[g]).T (+ bias[g]).
-    engine="emulate" forces the dequantize-then-float32 emulation."""
+    """FP8 forward on quantized operands: inp [T, K] and weight [G, N, K] in
+    torch.float8_e4m3fn/e5m2 with float32 scale_inv, per-tensor (inp_scale_inv
+    [1], weight_scale_inv [G]) or blockwise (Float8BlockScaling: inp_scale_inv
+    [T, ceil(K/128)] for 1x128 blocks, weight_scale_inv [G, ceil(N/128),
+    ceil(K/128)] for 128x128 blocks). y_g = dequant(x_g) @ dequant(w_g).T
+    (+ bias[g]). engine="emulate" forces the dequantize-then-float32 emulation."""
     return _C.ops.fp8_forward(inp, inp_scale_inv, weight, weight_scale_inv, bias,
                               _splits_tensor(m_splits), out, out_dtype, engine)
 
@@ -83,7 +85,8 @@ def fp8_dgrad(grad_output: torch.Tensor, grad_output_scale_inv: torch.Tensor,
               out: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
               engine: str = "") -> torch.Tensor:
     """FP8 dgrad: grad_output [T, N], weight_t [G, K, N] (each expert's weight
-    transposed, the column-wise copy). dx_g = dy_g @ w_g."""
+    transposed, the column-wise copy). dx_g = dy_g @ w_g. Scales per-tensor
+    ([1], [G]) or blockwise ([T, ceil(N/128)], [G, ceil(K/128), ceil(N/128)])."""
     return _C.ops.fp8_dgrad(grad_output, grad_output_scale_inv, weight_t, weight_scale_inv,
                             _splits_tensor(m_splits), out, out_dtype, engine)
 
@@ -94,7 +97,10 @@ def fp8_wgrad(grad_output_t: torch.Tensor, grad_output_scale_inv: torch.Tensor,
               out_dtype: torch.dtype = torch.bfloat16, engine: str = "") -> torch.Tensor:
     """FP8 wgrad on the column-wise copies grad_output_t [N, P] and inp_t [K, P]
     (group g's rows in columns starting at sum_{j<g} roundup(m_j, 16)).
-    dw_g = dy_g.T @ x_g, added to `out` when accumulate."""
+    dw_g = dy_g.T @ x_g, added to `out` when accumulate. Scales per-tensor ([1]
+    each) or blockwise: [N, C] and [K, C] with C = ceil(T/128) + G, group g's
+    1x128 blocks (restarting at its first row) from column
+    sum_{j<g} ceil(m_j/128)."""
     return _C.ops.fp8_wgrad(grad_output_t, grad_output_scale_inv, inp_t, inp_scale_inv,
                             _splits_tensor(m_splits), total_rows, out, accumulate, out_dtype,
                             engine)

@@ -120,15 +120,27 @@ std::vector<int64_t> host_offsets(const GroupSizes& splits) {
   return offsets;
 }
 
-// FP8 operands the kernels read: per-tensor scales (blockwise scaling is
-// emulated for now), K-major rows 16-byte aligned, so the reduction
-// dimension and the rows' starts are multiples of 16 one-byte elements.
-// Column-wise copies: rows `row_stride` apart, a multiple of 16.
+// FP8 operands the kernels read: K-major rows 16-byte aligned, so the
+// reduction dimension and the rows' starts are multiples of 16 one-byte
+// elements. Column-wise copies: rows `row_stride` apart, a multiple of 16.
+// Scales: per-tensor on both operands, or blockwise on both
+// (Float8BlockScaling: 1 x 128 activation blocks, 128 x 128 weight blocks);
+// any other mix is emulated.
 bool fp8_rows_fit(const MatrixView& m) {
   return m.data != nullptr && m.row_stride % 16 == 0 && m.cols <= m.row_stride && aligned16(m.data);
 }
 bool fp8_per_tensor(const fp8::ScaleView& scale) {
   return scale.layout == fp8::ScaleLayout::kPerTensor && scale.scale_inv != nullptr;
+}
+bool fp8_blocks(const fp8::ScaleView& scale, int block_rows) {
+  return scale.layout == fp8::ScaleLayout::kBlock && scale.scale_inv != nullptr &&
+         scale.block_rows == block_rows && scale.block_cols == 128;
+}
+enum class Fp8Scaling { kPerTensor, kBlock, kUnsupported };
+Fp8Scaling fp8_scaling(const fp8::ScaleView& a, const fp8::ScaleView& b, int b_block_rows) {
+  if (fp8_per_tensor(a) && fp8_per_tensor(b)) return Fp8Scaling::kPerTensor;
+  if (fp8_blocks(a, 1) && fp8_blocks(b, b_block_rows)) return Fp8Scaling::kBlock;
+  return Fp8Scaling::kUnsupported;
 }
 bool fp8_shape_fits(int64_t n, int64_t k, const GroupSizes& splits) {
   return n % 16 == 0 && k % 16 == 0 && shape_fits(n, k, splits);
@@ -153,29 +165,27 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
   void set_kernel_override(const std::string& name) override { sm90::set_kernel_override(name); }
 
   // FP8: one launch per role, as for 16-bit inputs; the per-group factor
-  // a_scale_inv * b_scale_inv is formed by the kernel's setup.
+  // a_scale_inv * b_scale_inv is formed by the kernel's setup, or, with
+  // block scales, each group's scale pointers and layouts.
   bool runs_fp8(const fp8::ForwardProblem& p, const ExecContext& ctx) const override {
     return available(ctx.device) && fp8_forward_kernel(p) != nullptr &&
-           fp8_shape_fits(p.w.rowwise.rows, p.w.rowwise.cols, p.splits) &&
-           packed(p.x.rowwise) && p.x.rowwise.cols == p.w.rowwise.cols && packed(p.w.rowwise) &&
-           packed(p.y) && (!p.bias.present || bias_fits(p.bias, p.y)) &&
-           fp8_per_tensor(p.x.rowwise_scale) && fp8_per_tensor(p.w.rowwise_scale);
+           fp8_shape_fits(p.w.rowwise.rows, p.w.rowwise.cols, p.splits) && packed(p.x.rowwise) &&
+           p.x.rowwise.cols == p.w.rowwise.cols && packed(p.w.rowwise) && packed(p.y) &&
+           (!p.bias.present || bias_fits(p.bias, p.y));
   }
   bool runs_fp8(const fp8::DgradProblem& p, const ExecContext& ctx) const override {
     // w.columnwise is [G][K, N]: rows = K, cols = N.
     return available(ctx.device) && fp8_dgrad_kernel(p) != nullptr &&
            fp8_shape_fits(p.w.columnwise.cols, p.w.columnwise.rows, p.splits) &&
            packed(p.dy.rowwise) && p.dy.rowwise.cols == p.w.columnwise.cols &&
-           packed(p.w.columnwise) && packed(p.dx) && fp8_per_tensor(p.dy.rowwise_scale) &&
-           fp8_per_tensor(p.w.columnwise_scale);
+           packed(p.w.columnwise) && packed(p.dx);
   }
   bool runs_fp8(const fp8::WgradProblem& p, const ExecContext& ctx) const override {
     // dy.columnwise is [N, padded T], x.columnwise [K, padded T].
     return available(ctx.device) && p.dw.present && fp8_wgrad_kernel(p) != nullptr &&
            fp8_shape_fits(p.dy.columnwise.rows, p.x.columnwise.rows, p.splits) &&
            fp8_rows_fit(p.dy.columnwise) && fp8_rows_fit(p.x.columnwise) &&
-           p.dy.columnwise.row_stride == p.x.columnwise.row_stride && packed(p.dw) &&
-           fp8_per_tensor(p.dy.columnwise_scale) && fp8_per_tensor(p.x.columnwise_scale);
+           p.dy.columnwise.row_stride == p.x.columnwise.row_stride && packed(p.dw);
   }
 
   void fp8_forward(const fp8::ForwardProblem& p, const ExecContext& ctx) override {
@@ -219,6 +229,8 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     launch.b_scale_inv = p.x.columnwise_scale.scale_inv;
     launch.b_scale_per_group = false;
     launch.padded_columns = p.dy.columnwise.row_stride;
+    // Block scales: column-wise rows hold every group's blocks (fp8_tensor.h).
+    launch.scale_columns = fp8::column_block_capacity(p.total_rows, p.splits.num_groups);
     GL_LOG_INFO("wgrad: FP8 ", kernel_choice(*fp8_wgrad_kernel(p), launch));
     run(*fp8_wgrad_kernel(p), launch, ctx);
   }
@@ -290,26 +302,32 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
   }
 
  private:
-  static const KernelEntry* fp8_pick(Role role, DType a, DType b, DType out, const GroupSizes& splits,
-                                     int64_t rows, int64_t n, int64_t k) {
+  // The kernel for the operands' formats and scaling; null when none is
+  // built or the scales are neither both per-tensor nor both blockwise.
+  static const KernelEntry* fp8_pick(Role role, DType a, DType b, DType out, Fp8Scaling scaling,
+                                     const GroupSizes& splits, int64_t rows, int64_t n, int64_t k) {
+    if (scaling == Fp8Scaling::kUnsupported) return nullptr;
     sm90::GroupShape shape;
     shape.total_rows = rows;
     shape.num_groups = static_cast<int>(splits.num_groups);
     shape.host_sizes = splits.host;
     shape.n = n;
     shape.k = k;
-    return sm90::select_kernel(role, a, b, out, shape);
+    return sm90::select_kernel(role, a, b, out, scaling == Fp8Scaling::kBlock, shape);
   }
   static const KernelEntry* fp8_forward_kernel(const fp8::ForwardProblem& p) {
-    return fp8_pick(Role::kForward, p.x.rowwise.dtype, p.w.rowwise.dtype, p.y.dtype, p.splits,
+    return fp8_pick(Role::kForward, p.x.rowwise.dtype, p.w.rowwise.dtype, p.y.dtype,
+                    fp8_scaling(p.x.rowwise_scale, p.w.rowwise_scale, 128), p.splits,
                     p.x.rowwise.rows, p.w.rowwise.rows, p.w.rowwise.cols);
   }
   static const KernelEntry* fp8_dgrad_kernel(const fp8::DgradProblem& p) {
-    return fp8_pick(Role::kDgrad, p.dy.rowwise.dtype, p.w.columnwise.dtype, p.dx.dtype, p.splits,
+    return fp8_pick(Role::kDgrad, p.dy.rowwise.dtype, p.w.columnwise.dtype, p.dx.dtype,
+                    fp8_scaling(p.dy.rowwise_scale, p.w.columnwise_scale, 128), p.splits,
                     p.dy.rowwise.rows, p.w.columnwise.cols, p.w.columnwise.rows);
   }
   static const KernelEntry* fp8_wgrad_kernel(const fp8::WgradProblem& p) {
-    return fp8_pick(Role::kWgrad, p.dy.columnwise.dtype, p.x.columnwise.dtype, p.dw.dtype, p.splits,
+    return fp8_pick(Role::kWgrad, p.dy.columnwise.dtype, p.x.columnwise.dtype, p.dw.dtype,
+                    fp8_scaling(p.dy.columnwise_scale, p.x.columnwise_scale, 1), p.splits,
                     p.total_rows, p.dy.columnwise.rows, p.x.columnwise.rows);
   }
 

@@ -7,6 +7,7 @@
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
+#include <cutlass/detail/blockwise_scale_layout.hpp>
 #include <cutlass/device_kernel.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
@@ -29,6 +30,7 @@ template <int TileM, int TileN, int TileK, int ClusterM, bool Cooperative>
 struct TileConfig {
   static constexpr int kTileM = TileM;
   static constexpr int kTileN = TileN;
+  static constexpr bool kBlockScaled = false;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Int<TileK>>;
   using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::_1, cute::_1>;
   using KernelSchedule =
@@ -38,6 +40,99 @@ struct TileConfig {
       std::conditional_t<Cooperative, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
                          cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 };
+
+// FP8 with blockwise scales (Float8BlockScaling): CUTLASS's pointer-array
+// blockwise mainloop scales each 128-deep k-block's partial sums by
+// sfa[row] * sfb[col] before adding them to the fp32 accumulators, so the
+// k-tile is one scale block deep and the epilogue applies no alpha.
+template <int TileM, int TileN>
+struct BlockScaledTileConfig {
+  static constexpr int kTileM = TileM;
+  static constexpr int kTileN = TileN;
+  static constexpr bool kBlockScaled = true;
+  using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::_128>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise;
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+};
+
+// Scale layouts of the block-scaled kernels (core/fp8/fp8_tensor.h), K-major
+// in CUTLASS's terms: A (X or dY, row-wise or column-wise) has one scale per
+// row and 128 columns of K; B has one per 128 x 128 block for weights (fwd,
+// dgrad) and one per row and 128 columns for wgrad's column-wise X.
+template <Role R>
+struct BlockScaleLayouts {
+  static constexpr int kGranularityN = R == Role::kWgrad ? 1 : 128;
+  using Config =
+      cutlass::detail::Sm90BlockwiseScaleConfig<1, kGranularityN, 128, cute::GMMA::Major::K,
+                                                cute::GMMA::Major::K>;
+  using LayoutSFA = decltype(Config::deduce_layoutSFA());
+  using LayoutSFB = decltype(Config::deduce_layoutSFB());
+};
+
+// ((granularity, row blocks), (128, k blocks), 1) with rows `row_stride`
+// scales apart and k blocks adjacent: the layouts above for one group.
+template <class LayoutSF, int Granularity>
+__device__ LayoutSF k_major_scales(int rows, int k, int row_stride) {
+  const int row_blocks = (rows + Granularity - 1) / Granularity, k_blocks = (k + 127) / 128;
+  return LayoutSF(
+      cute::make_shape(cute::make_shape(cute::Int<Granularity>{}, row_blocks),
+                       cute::make_shape(cute::_128{}, k_blocks), 1),
+      cute::make_stride(cute::make_stride(cute::_0{}, row_stride),
+                        cute::make_stride(cute::_0{}, cute::_1{}), row_blocks * row_stride));
+}
+
+// CUTLASS 4.2's pointer-array blockwise mainloop takes per-group scale
+// layouts as arguments but rebuilds each group's layout from its problem
+// shape (packed: rows ceil(K / 128) apart) when it switches groups. wgrad's
+// column-wise scales are not packed per group (rows are
+// column_block_capacity(T, G) apart, each group's blocks at its own column),
+// so this mainloop reads the group's layout from the argument array instead,
+// which the setup writes for every role.
+template <class Base>
+struct StridedScaleMainloop : Base {
+  template <class InputTensors, class ProblemShapeMNKL>
+  CUTLASS_DEVICE InputTensors tensors_perform_update(InputTensors const&,
+                                                     typename Base::Params const& params,
+                                                     ProblemShapeMNKL problem_shape_mnkl,
+                                                     int32_t next_batch) {
+    const float* sfa = params.ptr_SFA[next_batch];
+    const float* sfb = params.ptr_SFB[next_batch];
+    auto inputs = Base::load_init(problem_shape_mnkl, params, sfa, sfb);
+    return cute::make_tuple(
+        cute::get<0>(inputs), cute::get<1>(inputs),
+        cute::make_tensor(cute::make_gmem_ptr(sfa), params.layout_SFA[next_batch]),
+        cute::make_tensor(cute::make_gmem_ptr(sfb), params.layout_SFB[next_batch]));
+  }
+};
+
+// The mainloop of one kernel: CUTLASS's builder, with scale layouts for the
+// block-scaled kernels (a specialization, since the blockwise builder rejects
+// 16-bit operands).
+template <bool BlockScaled, Role R, class ElementA, class LayoutA, int AlignA, class ElementB,
+          class LayoutB, int AlignB, class Config, int Carveout>
+struct MainloopFor {
+  using type = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA*, AlignA, ElementB,
+      LayoutB*, AlignB, float, typename Config::TileShape, typename Config::ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<Carveout>,
+      typename Config::KernelSchedule>::CollectiveOp;
+};
+template <Role R, class ElementA, class LayoutA, int AlignA, class ElementB, class LayoutB,
+          int AlignB, class Config, int Carveout>
+struct MainloopFor<true, R, ElementA, LayoutA, AlignA, ElementB, LayoutB, AlignB, Config,
+                   Carveout> {
+  using Scales = BlockScaleLayouts<R>;
+  using type = StridedScaleMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA,
+      cute::tuple<LayoutA*, typename Scales::LayoutSFA*>, AlignA, ElementB,
+      cute::tuple<LayoutB*, typename Scales::LayoutSFB*>, AlignB, float, typename Config::TileShape,
+      typename Config::ClusterShape, cutlass::gemm::collective::StageCountAutoCarveout<Carveout>,
+      typename Config::KernelSchedule>::CollectiveOp>;
+};
+
+// Stand-in for the scale layouts of kernels without block scales.
+struct NoScaleLayout {};
 
 // CUTLASS layouts per role. CUTLASS's B is K x N: "ColumnMajor" B is K-major.
 template <Role R>
@@ -87,6 +182,17 @@ struct GroupedGemm {
   using Shape = typename ProblemShape::UnderlyingProblemShape;
   static constexpr bool kFp8 = cutlass::sizeof_bits<ElementA>::value == 8;
   static_assert(kFp8 == (cutlass::sizeof_bits<ElementB>::value == 8), "FP8 operands come in pairs");
+  static constexpr bool kBlockScaled = Config::kBlockScaled;
+  static_assert(kFp8 || !kBlockScaled, "block scales are for FP8 operands");
+  // Per-tensor FP8 applies a_scale_inv * b_scale_inv per group as the
+  // epilogue's alpha; block-scaled kernels scale inside the mainloop.
+  static constexpr bool kAlpha = kFp8 && !kBlockScaled;
+  // Block-scaled wgrad: where each group's column-wise scale blocks start.
+  static constexpr bool kColumnScaleBlocks = kBlockScaled && R == Role::kWgrad;
+  using LayoutSFA =
+      std::conditional_t<kBlockScaled, typename BlockScaleLayouts<R>::LayoutSFA, NoScaleLayout>;
+  using LayoutSFB =
+      std::conditional_t<kBlockScaled, typename BlockScaleLayouts<R>::LayoutSFB, NoScaleLayout>;
   using Layouts = std::conditional_t<kFp8, KMajorLayouts, RoleLayouts<R>>;
   using LayoutA = typename Layouts::A;
   using LayoutB = typename Layouts::B;
@@ -101,6 +207,10 @@ struct GroupedGemm {
   // Rows of the zero operand an empty wgrad group multiplies: K = 1 for
   // 16-bit M/N-major operands; FP8's K-major rows must be 16 bytes.
   static constexpr int kEmptyK = kFp8 ? 16 : 1;
+  // Block-scaled: the same zeros serve as the group's scales (max(N, K)
+  // floats, one k block).
+  static_assert(!kBlockScaled || kEmptyK * sizeof(ElementA) >= sizeof(float),
+                "the zero operand must also hold one zero scale per row");
 
   // fwd adds the bias in its epilogue; dgrad and wgrad compute
   // D = alpha * acc + beta * C (beta = 1 accumulates wgrad into main_grad).
@@ -116,12 +226,10 @@ struct GroupedGemm {
       ElementC, LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut,
       typename Config::EpilogueSchedule, FusionOp>::CollectiveOp;
 
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA*, kAlignA, ElementB,
-      LayoutB*, kAlignB, float, typename Config::TileShape, typename Config::ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename Epilogue::SharedStorage))>,
-      typename Config::KernelSchedule>::CollectiveOp;
+  using Mainloop =
+      typename MainloopFor<kBlockScaled, R, ElementA, LayoutA, kAlignA, ElementB, LayoutB, kAlignB,
+                           Config,
+                           static_cast<int>(sizeof(typename Epilogue::SharedStorage))>::type;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
   using Params = typename Kernel::Params;
@@ -142,6 +250,11 @@ struct GroupedGemm {
     StrideC* stride_c;
     StrideD* stride_d;
     float* alpha;   // FP8: per-group dequantization factor, a_scale_inv * b_scale_inv
+    // Block-scaled FP8: each group's first scale of A and B, and their layouts.
+    const float** ptr_sfa;
+    const float** ptr_sfb;
+    LayoutSFA* layout_sfa;
+    LayoutSFB* layout_sfb;
     uint8_t* zeros;  // wgrad: operand bytes of empty groups, so they compute exact zeros
     int64_t zeros_bytes;
     void* cutlass_workspace;
@@ -164,6 +277,7 @@ struct SetupArgs {
   const float* b_scale_inv;
   bool b_scale_per_group;
   int64_t padded_columns;  // FP8 wgrad: width of the column-wise copies
+  int64_t scale_columns;   // block-scaled wgrad: row stride of the column-wise scales
   int32_t host_sizes[kMaxHostGroups];
 };
 
@@ -190,10 +304,14 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
       size = static_cast<const int32_t*>(args.device_sizes)[g];
     return size < 0 ? 0 : size;
   };
-  // Where group g's rows start: in the rows of T, and (FP8 wgrad) in the
-  // columns of the column-wise copies, each group rounded up to kGroupAlign.
+  // Where group g's rows start: in the rows of T, (FP8 wgrad) in the
+  // columns of the column-wise copies, each group rounded up to kGroupAlign,
+  // and (block-scaled wgrad) in the columns of their scales, each group a
+  // whole number of 128-column blocks. Groups past T get the prefixes of
+  // unclamped sizes; they are empty below, so nothing reads them.
   int64_t* begins = scratch;
   int64_t* padded_begins = scratch + groups;
+  int64_t* block_begins = scratch + 2 * groups;
 
   // Warp 0: lane l sums a contiguous chunk, the lanes scan their sums with
   // shuffles, then each lane writes its chunk's exclusive prefixes.
@@ -202,24 +320,32 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
     const int chunk = (groups + 31) / 32;
     const int first = lane * chunk, last = min(first + chunk, groups);
     auto padded = [](int64_t rows) { return (rows + GG::kGroupAlign - 1) / GG::kGroupAlign * GG::kGroupAlign; };
-    int64_t sum = 0, padded_sum = 0;
+    auto blocks = [](int64_t rows) { return (rows + 127) / 128; };
+    int64_t sum = 0, padded_sum = 0, block_sum = 0;
     for (int g = first; g < last; ++g) {
       sum += size_of(g);
       if constexpr (GG::kPaddedGroups) padded_sum += padded(size_of(g));
+      if constexpr (GG::kColumnScaleBlocks) block_sum += blocks(size_of(g));
     }
-    int64_t inclusive = sum, padded_inclusive = padded_sum;
+    int64_t inclusive = sum, padded_inclusive = padded_sum, block_inclusive = block_sum;
     for (int step = 1; step < 32; step <<= 1) {
       const int64_t up = __shfl_up_sync(0xffffffffu, inclusive, step);
       const int64_t padded_up = __shfl_up_sync(0xffffffffu, padded_inclusive, step);
-      if (lane >= step) inclusive += up, padded_inclusive += padded_up;
+      const int64_t block_up = __shfl_up_sync(0xffffffffu, block_inclusive, step);
+      if (lane >= step) inclusive += up, padded_inclusive += padded_up, block_inclusive += block_up;
     }
     int64_t begin = inclusive - sum, padded_begin = padded_inclusive - padded_sum;
+    int64_t block_begin = block_inclusive - block_sum;
     for (int g = first; g < last; ++g) {
       begins[g] = begin;
       begin += size_of(g);
       if constexpr (GG::kPaddedGroups) {
         padded_begins[g] = padded_begin;
         padded_begin += padded(size_of(g));
+      }
+      if constexpr (GG::kColumnScaleBlocks) {
+        block_begins[g] = block_begin;
+        block_begin += blocks(size_of(g));
       }
     }
   }
@@ -277,8 +403,27 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
     out.stride_b[g] = stride_b;
     out.stride_c[g] = cutlass::make_cute_packed_stride(typename GG::StrideC{}, cute::make_shape(gm, gn, 1));
     out.stride_d[g] = cutlass::make_cute_packed_stride(typename GG::StrideD{}, cute::make_shape(gm, gn, 1));
-    if constexpr (GG::kFp8)
+    if constexpr (GG::kAlpha)
       out.alpha[g] = args.a_scale_inv[0] * args.b_scale_inv[args.b_scale_per_group ? g : 0];
+    if constexpr (GG::kBlockScaled) {
+      using LayoutSFA = typename GG::LayoutSFA;
+      using LayoutSFB = typename GG::LayoutSFB;
+      constexpr int kGranularityN = BlockScaleLayouts<R>::kGranularityN;
+      const GroupBlockScales at_g = group_block_scales(
+          R, g, begin, GG::kColumnScaleBlocks ? block_begins[g] : 0, n, k, args.scale_columns);
+      const float* sfa = args.a_scale_inv + at_g.a_offset;
+      const float* sfb = args.b_scale_inv + at_g.b_offset;
+      int sfa_stride = static_cast<int>(at_g.a_row_stride),
+          sfb_stride = static_cast<int>(at_g.b_row_stride);
+      if (R == Role::kWgrad && m == 0) {  // the zero operand's scales: zeros, one k block
+        sfa = sfb = reinterpret_cast<const float*>(out.zeros);
+        sfa_stride = sfb_stride = 1;
+      }
+      out.ptr_sfa[g] = sfa;
+      out.ptr_sfb[g] = sfb;
+      out.layout_sfa[g] = k_major_scales<LayoutSFA, 1>(gm, gk, sfa_stride);
+      out.layout_sfb[g] = k_major_scales<LayoutSFB, kGranularityN>(gn, gk, sfb_stride);
+    }
   }
   // The zeros are read by TMA (the async proxy): order the generic writes first.
   asm volatile("fence.proxy.async.global;" ::: "memory");
@@ -317,7 +462,7 @@ struct GroupedGemmRunner {
   using Kernel = typename GG::Kernel;
   using Params = typename GG::Params;
   static constexpr int kSharedBytes = Kernel::SharedStorageSize;
-  static_assert(kSharedBytes >= 2 * kMaxGroups * static_cast<int>(sizeof(int64_t)),
+  static_assert(kSharedBytes >= 3 * kMaxGroups * static_cast<int>(sizeof(int64_t)),
                 "the group-size scan borrows the GEMM's shared memory");
 
   // The zero operand of empty wgrad groups: max(N, K) rows of kEmptyK elements.
@@ -331,9 +476,13 @@ struct GroupedGemmRunner {
     typename Kernel::Arguments args;
     args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
     args.problem_shape = {l.num_groups, arrays.problems, nullptr};
-    args.mainloop = {arrays.ptr_a, arrays.stride_a, arrays.ptr_b, arrays.stride_b};
-    // alpha: 1, or FP8's per-group factor read from arrays.alpha[g].
-    float* const alpha_array = GG::kFp8 ? arrays.alpha : nullptr;
+    if constexpr (GG::kBlockScaled)
+      args.mainloop = {arrays.ptr_a,   arrays.stride_a,   arrays.ptr_b,   arrays.stride_b,
+                       arrays.ptr_sfa, arrays.layout_sfa, arrays.ptr_sfb, arrays.layout_sfb};
+    else
+      args.mainloop = {arrays.ptr_a, arrays.stride_a, arrays.ptr_b, arrays.stride_b};
+    // alpha: 1, or per-tensor FP8's per-group factor read from arrays.alpha[g].
+    float* const alpha_array = GG::kAlpha ? arrays.alpha : nullptr;
     const cute::Stride<cute::_0, cute::_0, int64_t> per_group{cute::_0{}, cute::_0{}, 1};
     if constexpr (GG::kBiasEpilogue) {
       // {alpha, acc, bias row, alpha * acc + bias}; a null bias array adds nothing.
@@ -379,7 +528,14 @@ struct GroupedGemmRunner {
     arrays->stride_b = static_cast<typename GG::StrideB*>(take(g * sizeof(typename GG::StrideB)));
     arrays->stride_c = static_cast<typename GG::StrideC*>(take(g * sizeof(typename GG::StrideC)));
     arrays->stride_d = static_cast<typename GG::StrideD*>(take(g * sizeof(typename GG::StrideD)));
-    arrays->alpha = static_cast<float*>(take(GG::kFp8 ? g * sizeof(float) : 0));
+    arrays->alpha = static_cast<float*>(take(GG::kAlpha ? g * sizeof(float) : 0));
+    const size_t scaled = GG::kBlockScaled ? g : 0;
+    arrays->ptr_sfa = static_cast<const float**>(take(scaled * sizeof(void*)));
+    arrays->ptr_sfb = static_cast<const float**>(take(scaled * sizeof(void*)));
+    arrays->layout_sfa =
+        static_cast<typename GG::LayoutSFA*>(take(scaled * sizeof(typename GG::LayoutSFA)));
+    arrays->layout_sfb =
+        static_cast<typename GG::LayoutSFB*>(take(scaled * sizeof(typename GG::LayoutSFB)));
     arrays->zeros_bytes = zeros_bytes(l);
     arrays->zeros = static_cast<uint8_t*>(take(arrays->zeros_bytes));
     arrays->cutlass_workspace = reinterpret_cast<void*>(p + offset);
@@ -466,6 +622,7 @@ struct GroupedGemmRunner {
     setup.b_scale_inv = l.b_scale_inv;
     setup.b_scale_per_group = l.b_scale_per_group;
     setup.padded_columns = l.padded_columns;
+    setup.scale_columns = l.scale_columns;
     if (l.device_sizes == nullptr)
       for (int g = 0; g < l.num_groups; ++g) setup.host_sizes[g] = static_cast<int32_t>(l.host_sizes[g]);
 
@@ -498,6 +655,7 @@ struct GroupedGemmRunner {
     e.input = dtype_of<ElementA>();
     e.input_b = dtype_of<ElementB>();
     e.output = dtype_of<ElementOut>();
+    e.block_scaled = GG::kBlockScaled;
     e.tile_m = Config::kTileM;
     e.tile_n = Config::kTileN;
     e.workspace_size = &workspace_size;

@@ -54,15 +54,53 @@ struct GroupedLaunch {
   // B's one or one per group; D = a_scale_inv * b_scale_inv * acc (+ ...).
   // FP8 wgrad reads the column-wise copies (core/fp8/fp8_tensor.h), rows
   // padded_columns apart.
+  // Block-scaled kernels read the blockwise scale_inv arrays of
+  // core/fp8/fp8_tensor.h instead (1 x 128 activation blocks, 128 x 128
+  // weight blocks), and wgrad's column-wise scales have rows scale_columns
+  // (column_block_capacity(T, G)) apart.
   const float* a_scale_inv = nullptr;
   const float* b_scale_inv = nullptr;
   bool b_scale_per_group = false;
   int64_t padded_columns = 0;
+  int64_t scale_columns = 0;
 
   int device = 0;
   int sm_count = 0;
   cudaStream_t stream = nullptr;
 };
+
+// Where a block-scaled kernel reads group g's scales (core/fp8/fp8_tensor.h),
+// in floats from the start of A's and B's scale_inv: K-major in CUTLASS's
+// terms, CUTLASS rows (M of A, N of B; one per row, or per 128 rows of a
+// weight) row_stride apart and 128-deep k blocks adjacent. `row_begin` is
+// the group's first row of T, `block_begin` (wgrad) its first column-wise
+// scale block. constexpr, so the kernel's setup (built with
+// --expt-relaxed-constexpr) and the host tests share it.
+struct GroupBlockScales {
+  int64_t a_offset = 0, a_row_stride = 0;
+  int64_t b_offset = 0, b_row_stride = 0;
+};
+constexpr GroupBlockScales group_block_scales(Role role, int64_t g, int64_t row_begin,
+                                              int64_t block_begin, int64_t n, int64_t k,
+                                              int64_t scale_columns) {
+  const int64_t n_blocks = (n + 127) / 128, k_blocks = (k + 127) / 128;
+  GroupBlockScales s;
+  if (role == Role::kForward) {  // X [T, ceil(K/128)], W [G][ceil(N/128), ceil(K/128)]
+    s.a_offset = row_begin * k_blocks;
+    s.a_row_stride = k_blocks;
+    s.b_offset = g * n_blocks * k_blocks;
+    s.b_row_stride = k_blocks;
+  } else if (role == Role::kDgrad) {  // dY [T, ceil(N/128)], Wᵀ [G][ceil(K/128), ceil(N/128)]
+    s.a_offset = row_begin * n_blocks;
+    s.a_row_stride = n_blocks;
+    s.b_offset = g * k_blocks * n_blocks;
+    s.b_row_stride = n_blocks;
+  } else {  // dYᵀ [N, capacity], Xᵀ [K, capacity]: the group's blocks from block_begin
+    s.a_offset = s.b_offset = block_begin;
+    s.a_row_stride = s.b_row_stride = scale_columns;
+  }
+  return s;
+}
 
 // Bytes of device workspace a launch needs (argument arrays, zero scratch and
 // CUTLASS's own tensor-map workspace), 256-byte aligned.
@@ -76,6 +114,9 @@ struct KernelEntry {
   DType input = DType::kBFloat16;    // A's element type
   DType input_b = DType::kBFloat16;  // B's (differs from A's only for FP8: E5M2 x E4M3)
   DType output = DType::kBFloat16;
+  // FP8 with blockwise scales applied in the mainloop (Float8BlockScaling),
+  // rather than one per-tensor factor applied in the epilogue.
+  bool block_scaled = false;
   int tile_m = 0;  // CUTLASS M of a tile: rows of X/dY (fwd, dgrad) or of dW (wgrad)
   int tile_n = 0;
   WorkspaceSizeFn workspace_size = nullptr;
@@ -102,6 +143,9 @@ const KernelEntry* select_kernel(Role role, DType input, DType output, const Gro
 // FP8: A and B may differ (E5M2 gradients times E4M3 weights or activations).
 const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType output,
                                  const GroupShape& shape);
+// FP8 with per-tensor (block_scaled = false) or blockwise scales.
+const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType output,
+                                 bool block_scaled, const GroupShape& shape);
 
 // Tuning and tests: force a kernel by name ("" restores the automatic choice).
 // Throws when no built kernel has that name.

@@ -17,6 +17,8 @@ using Ping64x256 = TileConfig<64, 256, 64, 1, false>;
 // FP8: 128 one-byte elements of K per stage, one 128-byte swizzle row.
 using Fp8Coop128x256 = TileConfig<128, 256, 128, 1, true>;
 using Fp8Ping64x256 = TileConfig<64, 256, 128, 1, false>;
+// FP8 with blockwise scales: K = 128, one scale block per k-tile.
+using Fp8BlockCoop128x128 = BlockScaledTileConfig<128, 128>;
 
 }  // namespace grouped_linear::cuda::sm90
 

@@ -1,38 +1,46 @@
 // Every kernel instantiation, as an X-macro list. FP8 kernels are named
-// by A's format (dY for dgrad/wgrad: E5M2 under HYBRID); B is always E4M3. Each is defined in its own
-// .cu file named after it (kernels/ always, tuning/ only in tuning builds:
-// -DGL_SM90_TUNING=ON) so that they compile in parallel.
+// by A's format (dY for dgrad/wgrad: E5M2 under HYBRID); B is always E4M3;
+// "_block_" kernels take blockwise scales (Float8BlockScaling). Each is
+// defined in its own .cu file named after it (kernels/ always, tuning/ only
+// in tuning builds: -DGL_SM90_TUNING=ON) so that they compile in parallel.
 #pragma once
 
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 
-#define GL_SM90_KERNELS(X)          \
-  X(forward_bf16_coop128x256)       \
-  X(forward_bf16_ping64x256)        \
-  X(forward_fp16_coop128x256)       \
-  X(forward_fp16_ping64x256)        \
-  X(dgrad_bf16_coop128x256)         \
-  X(dgrad_bf16_ping64x256)          \
-  X(dgrad_fp16_coop128x256)         \
-  X(dgrad_fp16_ping64x256)          \
-  X(wgrad_bf16_coop128x256)         \
-  X(wgrad_bf16_coop256x128)         \
-  X(wgrad_fp16_coop128x256)         \
-  X(wgrad_fp16_coop256x128)         \
-  X(wgrad_bf16_to_fp32_coop128x256) \
-  X(wgrad_bf16_to_fp32_coop256x128) \
-  X(wgrad_fp16_to_fp32_coop128x256) \
-  X(wgrad_fp16_to_fp32_coop256x128) \
-  X(forward_e4m3_bf16_coop128x256)  \
-  X(forward_e4m3_bf16_ping64x256)   \
-  X(dgrad_e4m3_bf16_coop128x256)    \
-  X(dgrad_e4m3_bf16_ping64x256)     \
-  X(dgrad_e5m2_bf16_coop128x256)    \
-  X(dgrad_e5m2_bf16_ping64x256)     \
-  X(wgrad_e4m3_bf16_coop128x256)    \
-  X(wgrad_e5m2_bf16_coop128x256)    \
-  X(wgrad_e4m3_to_fp32_coop128x256) \
-  X(wgrad_e5m2_to_fp32_coop128x256)
+#define GL_SM90_KERNELS(X)                \
+  X(forward_bf16_coop128x256)             \
+  X(forward_bf16_ping64x256)              \
+  X(forward_fp16_coop128x256)             \
+  X(forward_fp16_ping64x256)              \
+  X(dgrad_bf16_coop128x256)               \
+  X(dgrad_bf16_ping64x256)                \
+  X(dgrad_fp16_coop128x256)               \
+  X(dgrad_fp16_ping64x256)                \
+  X(wgrad_bf16_coop128x256)               \
+  X(wgrad_bf16_coop256x128)               \
+  X(wgrad_fp16_coop128x256)               \
+  X(wgrad_fp16_coop256x128)               \
+  X(wgrad_bf16_to_fp32_coop128x256)       \
+  X(wgrad_bf16_to_fp32_coop256x128)       \
+  X(wgrad_fp16_to_fp32_coop128x256)       \
+  X(wgrad_fp16_to_fp32_coop256x128)       \
+  X(forward_e4m3_bf16_coop128x256)        \
+  X(forward_e4m3_bf16_ping64x256)         \
+  X(dgrad_e4m3_bf16_coop128x256)          \
+  X(dgrad_e4m3_bf16_ping64x256)           \
+  X(dgrad_e5m2_bf16_coop128x256)          \
+  X(dgrad_e5m2_bf16_ping64x256)           \
+  X(wgrad_e4m3_bf16_coop128x256)          \
+  X(wgrad_e5m2_bf16_coop128x256)          \
+  X(wgrad_e4m3_to_fp32_coop128x256)       \
+  X(wgrad_e5m2_to_fp32_coop128x256)       \
+  X(forward_e4m3_bf16_block_coop128x128)  \
+  X(dgrad_e4m3_bf16_block_coop128x128)    \
+  X(dgrad_e5m2_bf16_block_coop128x128)    \
+  X(wgrad_e4m3_bf16_block_coop128x128)    \
+  X(wgrad_e5m2_bf16_block_coop128x128)    \
+  X(wgrad_e4m3_to_fp32_block_coop128x128) \
+  X(wgrad_e5m2_to_fp32_block_coop128x128)
 
 // Candidates measured by `python -m bench.tune_sm90` and not chosen
 // automatically (they lost on every benchmark case, BENCHMARKS.md).

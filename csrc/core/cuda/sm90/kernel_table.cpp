@@ -34,8 +34,10 @@ std::atomic<bool> g_has_override{false};
 std::mutex g_override_mutex;
 std::string g_override;
 
-bool matches(const KernelEntry& e, Role role, DType input_a, DType input_b, DType output) {
-  return e.role == role && e.input == input_a && e.input_b == input_b && e.output == output;
+bool matches(const KernelEntry& e, Role role, DType input_a, DType input_b, DType output,
+             bool block_scaled) {
+  return e.role == role && e.input == input_a && e.input_b == input_b && e.output == output &&
+         e.block_scaled == block_scaled;
 }
 
 // Rows the tiles of height `tile` cover: every group rounds up to whole tiles.
@@ -86,17 +88,25 @@ const KernelEntry* select_kernel(Role role, DType input, DType output, const Gro
 
 const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType output,
                                  const GroupShape& shape) {
+  return select_kernel(role, input_a, input_b, output, /*block_scaled=*/false, shape);
+}
+
+// Block-scaled FP8 kernels come in one tile configuration per role (128x128,
+// cooperative), so the preferred tile height below only ever finds that one.
+const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType output,
+                                 bool block_scaled, const GroupShape& shape) {
   const Table& t = table();
   if (g_has_override.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(g_override_mutex);
     for (const KernelEntry& e : t.kernels)
-      if (matches(e, role, input_a, input_b, output) && g_override == e.name) return &e;
+      if (matches(e, role, input_a, input_b, output, block_scaled) && g_override == e.name)
+        return &e;
   }
   const int tile_m = preferred_tile_m(role, shape);
   const KernelEntry* any = nullptr;
   for (size_t i = 0; i < t.automatic; ++i) {
     const KernelEntry& e = t.kernels[i];
-    if (!matches(e, role, input_a, input_b, output)) continue;
+    if (!matches(e, role, input_a, input_b, output, block_scaled)) continue;
     if (e.tile_m == tile_m) return &e;
     if (any == nullptr) any = &e;
   }
