@@ -1,13 +1,17 @@
-// Which sm90 kernel the engine picks per problem (sm90/kernel_table.cpp).
-// Host logic only, so it runs without a GPU: CI checks the rule itself, the
-// GPU tests check every kernel's numerics.
+// Which sm90 kernel the engine picks per problem (sm90/kernel_table.cpp),
+// and where the block-scaled kernels read each group's scales. Host logic
+// only, so it runs without a GPU: CI checks the rule itself, the GPU tests
+// check every kernel's numerics.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 #include "core/error.h"
+#include "fp8_ops_test_util.h"
 
 namespace grouped_linear::cuda::sm90 {
 namespace {
@@ -72,14 +76,16 @@ TEST(Sm90KernelSelection, EveryRoleAndDtypeHasAKernelAndOthersNone) {
   EXPECT_EQ(pick(Role::kForward, kBf16, kBf16, {0, 0}), "forward_bf16_coop128x256");
 }
 
-std::string pick_fp8(Role role, DType a, DType b, DType out, const std::vector<int64_t>& sizes) {
+std::string pick_fp8(Role role, DType a, DType b, DType out, const std::vector<int64_t>& sizes,
+                     bool block_scaled = false) {
   GroupShape shape;
   shape.num_groups = static_cast<int>(sizes.size());
   for (int64_t s : sizes) shape.total_rows += s;
   shape.host_sizes = sizes.data();
   shape.n = 1536;
   shape.k = 2048;
-  const KernelEntry* e = select_kernel(role, a, b, out, shape);
+  const KernelEntry* e = block_scaled ? select_kernel(role, a, b, out, true, shape)
+                                      : select_kernel(role, a, b, out, shape);
   return e == nullptr ? "none" : e->name;
 }
 
@@ -100,6 +106,50 @@ TEST(Sm90KernelSelection, Fp8KernelsMatchBothOperandFormats) {
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kBf16, kBf16, uniform), "none");
 }
 
+TEST(Sm90KernelSelection, BlockScaledKernelsOnlyForBlockScales) {
+  constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2, kF32 = DType::kFloat32;
+  const std::vector<int64_t> uniform(8, 2048);
+  // One tile configuration per role: chosen whatever the group sizes.
+  for (const auto& sizes : {uniform, skewed(128), std::vector<int64_t>{0, 0}}) {
+    EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes, true),
+              "forward_e4m3_bf16_block_coop128x128");
+    EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, sizes, true),
+              "dgrad_e4m3_bf16_block_coop128x128");
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, sizes, true),
+              "wgrad_e4m3_bf16_block_coop128x128");
+  }
+  EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, uniform, true),
+            "dgrad_e5m2_bf16_block_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, uniform, true),
+            "wgrad_e5m2_bf16_block_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kF32, uniform, true),
+            "wgrad_e4m3_to_fp32_block_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF32, uniform, true),
+            "wgrad_e5m2_to_fp32_block_coop128x128");
+  // Per-tensor problems never get a block-scaled kernel, nor the reverse.
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x256");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kF32, uniform), "wgrad_e4m3_to_fp32_coop128x256");
+  // No E5M2 forward, no E5M2 weights, no fp16 output, no 16-bit operands.
+  EXPECT_EQ(pick_fp8(Role::kForward, kE5, kE4, kBf16, uniform, true), "none");
+  EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE5, kBf16, uniform, true), "none");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, DType::kFloat16, uniform, true), "none");
+  EXPECT_EQ(pick_fp8(Role::kForward, kBf16, kBf16, kBf16, uniform, true), "none");
+}
+
+TEST(Sm90KernelSelection, OverrideKeepsPerTensorAndBlockScalingApart) {
+  constexpr DType kE4 = DType::kFloat8E4M3;
+  const std::vector<int64_t> uniform(8, 2048);
+  set_kernel_override("forward_e4m3_bf16_block_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true),
+            "forward_e4m3_bf16_block_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x256");
+  set_kernel_override("forward_e4m3_bf16_ping64x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_ping64x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true),
+            "forward_e4m3_bf16_block_coop128x128");
+  set_kernel_override("");
+}
+
 TEST(Sm90KernelSelection, OverrideWinsForItsRoleOnly) {
   set_kernel_override("forward_bf16_coop128x256");
   EXPECT_EQ(pick(Role::kForward, kBf16, kBf16, skewed(128)), "forward_bf16_coop128x256");
@@ -118,7 +168,120 @@ TEST(Sm90KernelSelection, NamesAreUniqueAndDescribeTheKernel) {
     const std::string name = kernels[i].name;
     EXPECT_EQ(name.rfind(role_name(kernels[i].role), 0), 0u) << name;
     EXPECT_NE(name.find(std::to_string(kernels[i].tile_m) + "x"), std::string::npos) << name;
+    EXPECT_EQ(kernels[i].block_scaled, name.find("_block_") != std::string::npos) << name;
     for (size_t j = i + 1; j < kernels.size(); ++j) EXPECT_NE(name, kernels[j].name);
+  }
+}
+
+// ---- where the block-scaled kernels read each group's scales ----------------
+//
+// The CPU quantizer (bit-identical to the CUDA one) writes the layouts of
+// core/fp8/fp8_tensor.h. Each GEMM operand element is rebuilt here the way
+// the kernel reads it: the code at the setup's per-group address, the scale
+// at group_block_scales' offset + (row / granularity) * row_stride + k / 128
+// (CUTLASS's K-major scale layout), and must equal the dequantized copy.
+
+// Every element of one operand [rows, depth]: code index code_at(row, kk),
+// against expected(row, kk).
+template <class CodeAt, class Expected>
+void expect_operand(const std::string& what, int64_t rows, int64_t depth, const gl_test::Buf& codes,
+                    const gl_test::Buf& scales, int64_t offset, int64_t row_stride, int granularity,
+                    CodeAt code_at, Expected expected) {
+  const int64_t code_count = static_cast<int64_t>(codes.size());
+  const int64_t scale_count = static_cast<int64_t>(scales.size() / sizeof(float));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t kk = 0; kk < depth; ++kk) {
+      const int64_t c = code_at(r, kk), s = offset + r / granularity * row_stride + kk / 128;
+      ASSERT_TRUE(c >= 0 && c < code_count && s >= 0 && s < scale_count)
+          << what << ": code " << c << " or scale " << s << " out of bounds";
+      const float value = grouped_linear::fp8::from_fp8(codes.host[static_cast<size_t>(c)],
+                                                        grouped_linear::fp8::Format::kE4M3) *
+                          scales.f(static_cast<size_t>(s));
+      ASSERT_EQ(value, expected(r, kk)) << what << ": row " << r << ", k " << kk;
+    }
+}
+
+TEST(Sm90BlockScales, EveryGroupReadsItsOwnScales) {
+  namespace fp8 = grouped_linear::fp8;
+  const uint32_t seed = gl_test::seed_for(gl_test::current_test_name());
+  SCOPED_TRACE(gl_test::seed_message(seed));
+  std::mt19937 rng(seed);
+  const Device cpu{};
+  const ExecContext ctx{};
+  // K and N not multiples of 128; groups of one and several 128-row blocks,
+  // ending on and off a block boundary, and an empty one.
+  const std::vector<int64_t> sizes = {130, 0, 256, 1, 313};
+  const int64_t groups = 5, t = 700, k = 200, n = 272;
+  gl_test::ActivationCase x, dy;
+  x.spec = {"X", t, k, groups, 0};
+  dy.spec = {"dY", t, n, groups, 0};
+  gl_test::HostTensor x_rows = gl_test::HostTensor::matrix(DType::kFloat32, t, k), x_cols = x_rows;
+  gl_test::HostTensor dy_rows = gl_test::HostTensor::matrix(DType::kFloat32, t, n),
+                      dy_cols = dy_rows;
+  for (auto [a, rows, cols] :
+       {std::tuple{&x, &x_rows, &x_cols}, std::tuple{&dy, &dy_rows, &dy_cols}}) {
+    a->kind = fp8::RecipeKind::kBlock;
+    a->power_2 = true;
+    a->with_dbias = a->with_amax = false;
+    a->make(rng, gl_test::Split::kRandomWithEmpty, /*specials=*/false);
+    a->sizes = sizes;
+    fp8::quantize_activation(a->request(false, cpu), ctx);
+    fp8::dequantize_activation(a->quantized(false, cpu), false, a->splits(false),
+                               rows->matrix_view(), ctx);
+    fp8::dequantize_activation(a->quantized(false, cpu), true, a->splits(false),
+                               cols->matrix_view(), ctx);
+  }
+  gl_test::WeightCase w;
+  w.spec = {"W", groups, n, k, 0};
+  w.kind = fp8::RecipeKind::kBlock;
+  w.power_2 = true;
+  w.with_amax = false;
+  w.make(rng, /*specials=*/false);
+  fp8::quantize_weight(w.request(false, cpu), ctx);
+  gl_test::HostTensor w_values(DType::kFloat32, groups, n, k);
+  fp8::dequantize_weight(w.quantized(false, cpu), false, w_values.grouped_view(), ctx);
+  const int64_t padded = x.col_stride, capacity = fp8::column_block_capacity(t, groups);
+  ASSERT_EQ(dy.col_stride, padded);
+
+  // The setup's scan: each group's first row, column-wise column and scale block.
+  int64_t begin = 0, column = 0, block = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t m = sizes[static_cast<size_t>(g)];
+    const std::string group = " of group " + std::to_string(g);
+    // fwd: A = X rows [m, K], B = W_g [N, K] in 128 x 128 blocks.
+    GroupBlockScales s = group_block_scales(Role::kForward, g, begin, block, n, k, capacity);
+    expect_operand(
+        "fwd A" + group, m, k, x.row, x.row_scale, s.a_offset, s.a_row_stride, 1,
+        [&](int64_t r, int64_t kk) { return (begin + r) * k + kk; },
+        [&](int64_t r, int64_t kk) { return x_rows.at(begin + r, kk); });
+    expect_operand(
+        "fwd B" + group, n, k, w.row, w.row_scale, s.b_offset, s.b_row_stride, 128,
+        [&](int64_t c, int64_t kk) { return (g * n + c) * k + kk; },
+        [&](int64_t c, int64_t kk) { return w_values.at(g, c, kk); });
+    // dgrad: A = dY rows [m, N], B = W_gᵀ [K, N] (the column-wise copy).
+    s = group_block_scales(Role::kDgrad, g, begin, block, n, k, capacity);
+    expect_operand(
+        "dgrad A" + group, m, n, dy.row, dy.row_scale, s.a_offset, s.a_row_stride, 1,
+        [&](int64_t r, int64_t kk) { return (begin + r) * n + kk; },
+        [&](int64_t r, int64_t kk) { return dy_rows.at(begin + r, kk); });
+    expect_operand(
+        "dgrad B" + group, k, n, w.col, w.col_scale, s.b_offset, s.b_row_stride, 128,
+        [&](int64_t c, int64_t kk) { return (g * k + c) * n + kk; },
+        [&](int64_t c, int64_t kk) { return w_values.at(g, kk, c); });
+    // wgrad: A = dY_gᵀ [N, m], B = X_gᵀ [K, m], the group's columns of the
+    // column-wise copies.
+    s = group_block_scales(Role::kWgrad, g, begin, block, n, k, capacity);
+    expect_operand(
+        "wgrad A" + group, n, m, dy.col, dy.col_scale, s.a_offset, s.a_row_stride, 1,
+        [&](int64_t r, int64_t kk) { return r * padded + column + kk; },
+        [&](int64_t r, int64_t kk) { return dy_cols.at(begin + kk, r); });
+    expect_operand(
+        "wgrad B" + group, k, m, x.col, x.col_scale, s.b_offset, s.b_row_stride, 1,
+        [&](int64_t c, int64_t kk) { return c * padded + column + kk; },
+        [&](int64_t c, int64_t kk) { return x_cols.at(begin + kk, c); });
+    begin += m;
+    column += fp8::round_up(m, fp8::kGroupAlign);
+    block += (m + 127) / 128;
   }
 }
 

@@ -3,6 +3,9 @@ float64 reference computed from the same FP8 codes and scales (skipped
 without an sm_90 GPU). The operands are built here in plain torch, in the
 layouts of core/fp8/fp8_tensor.h (row-wise, each W_g transposed, and the
 group-aligned column-wise copies), independently of the quantize kernels.
+Per-tensor kernels get per-tensor scales, "_block_" kernels blockwise ones
+(Float8BlockScaling: 1x128 blocks of activations and gradients, 128x128 of
+weights).
 
 Tolerance: products of FP8 codes are exact in fp32 and the kernels sum in
 fp32 (CUTLASS's FP8 mainloop promotes its tensor-core partial sums into fp32
@@ -12,7 +15,9 @@ bf16 tolerance for bf16 outputs. For fp32 outputs (main_grad) the bound is
 promotion into fp32 registers) the tensor core adds FP8 products at a
 reduced accumulator width (about 13 mantissa bits), so the error is about
 2^-13 per k-block rather than fp32's 2^-24; measured up to 1.0e-4 on the
-H200 for reductions of 200 to 500 rows."""
+H200 for reductions of 200 to 500 rows. The block-scaled kernels scale each
+128-deep k-block's partial sums (accumulated by the tensor core in that
+reduced width) and add them in fp32, so the same bounds hold."""
 
 import pytest
 import torch
@@ -28,10 +33,11 @@ FP8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
 GROUP_ALIGN = 16
 
 
-def _fp8_kernels():
+def _fp8_kernels(block_scaled):
     if not grouped_linear.with_cuda or ENGINE not in ops.engine_names("cuda"):
         return []
-    return [k for k in ops.kernel_names("cuda", ENGINE) if "_e4m3_" in k or "_e5m2_" in k]
+    return [k for k in ops.kernel_names("cuda", ENGINE)
+            if ("_e4m3_" in k or "_e5m2_" in k) and ("_block_" in k) == block_scaled]
 
 
 def _sm90_available():
@@ -39,16 +45,17 @@ def _sm90_available():
             and torch.cuda.get_device_capability() == (9, 0))
 
 
-KERNELS = _fp8_kernels() or [pytest.param("none", marks=pytest.mark.skip(
+_NONE = [pytest.param("none", marks=pytest.mark.skip(
     reason=f"grouped_linear was built without the {ENGINE} engine"))]
+KERNELS = _fp8_kernels(False) or _NONE
+BLOCK_KERNELS = _fp8_kernels(True) or _NONE
 
 # (groups, rows, K, N): K and N multiples of 16 (what FP8 rows need) but not
 # of any tile; empty groups and groups of odd sizes.
 CASES = [(7, 300, 144, 208), (40, 1000, 80, 272), (3, 517, 528, 64)]
 
 
-@pytest.fixture
-def kernel(request):
+def _forced(request):
     if not _sm90_available():
         pytest.skip("needs an sm_90 GPU")
     ops.set_kernel_override("cuda", ENGINE, request.param)
@@ -56,9 +63,21 @@ def kernel(request):
     return request.param
 
 
+@pytest.fixture
+def kernel(request):
+    return _forced(request)
+
+
+@pytest.fixture
+def block_kernel(request):
+    return _forced(request)
+
+
 def pytest_generate_tests(metafunc):
     if "kernel" in metafunc.fixturenames:
         metafunc.parametrize("kernel", KERNELS, indirect=True)
+    if "block_kernel" in metafunc.fixturenames:
+        metafunc.parametrize("block_kernel", BLOCK_KERNELS, indirect=True)
 
 
 def codes(gen, shape, fmt):
@@ -71,11 +90,12 @@ def scales(gen, count):
     return (torch.rand(count, generator=gen) * 0.01 + 1e-3).to("cuda")
 
 
-def columnwise(a, splits):
-    """[T, C] -> [C, P]: group g's rows as columns from sum_{j<g} roundup(m_j, 16), zeros between."""
+def columnwise(a, splits, fill=0.0):
+    """[T, C] -> [C, P]: group g's rows as columns from sum_{j<g} roundup(m_j, 16), `fill`
+    (zeros, as the quantizer writes) between."""
     groups, rows = len(splits), a.shape[0]
     width = -(-(rows + (GROUP_ALIGN - 1) * groups) // GROUP_ALIGN) * GROUP_ALIGN
-    out = torch.zeros(a.shape[1], width, dtype=torch.float32, device=a.device)
+    out = torch.full((a.shape[1], width), fill, dtype=torch.float32, device=a.device)
     row = col = 0
     for m in splits:
         out[:, col:col + m] = a[row:row + m].float().T
@@ -129,23 +149,31 @@ def test_fp8_kernel_matches_reference(kernel, case, device_splits, gen):
             ref[g] = f64(dy[row:row + m], sdy).T @ f64(x[row:row + m], sx)
             row += m
         dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
-        if "to_fp32" in kernel:
-            prior = torch.randn(groups, n, k, generator=gen).to("cuda")
-            buffer = prior.clone()
-            ops.fp8_wgrad(dy_t, sdy, x_t, sx, m_splits, rows, out=buffer, accumulate=True,
-                          engine=ENGINE)
-            assert_close_rel(buffer, prior.to("cpu", torch.float64) + ref, torch.float32, kernel,
-                             tol=3e-4)
-            for g, m in enumerate(splits):
-                if m == 0:
-                    assert torch.equal(buffer[g], prior[g]), f"{kernel}: empty group {g} changed"
-        else:
-            out = torch.full((groups, n, k), float("nan"), dtype=torch.bfloat16, device="cuda")
-            ops.fp8_wgrad(dy_t, sdy, x_t, sx, m_splits, rows, out=out, engine=ENGINE)
-            assert_close_rel(out, ref, torch.bfloat16, kernel)
-            for g, m in enumerate(splits):
-                if m == 0:
-                    assert torch.count_nonzero(out[g]) == 0, f"{kernel}: empty group {g} not zero"
+        check_wgrad(kernel, lambda **out: ops.fp8_wgrad(dy_t, sdy, x_t, sx, m_splits, rows, **out,
+                                                        engine=ENGINE), ref, splits, gen)
+
+
+def check_wgrad(kernel, wgrad, ref, splits, gen):
+    """Runs `wgrad(out=..., accumulate=...)` as the kernel's output asks and
+    checks it against the float64 `ref` [G, N, K]: fp32 kernels accumulate
+    into a random main_grad (empty groups leave it unchanged), bf16 ones
+    write a NaN-poisoned output (empty groups exactly zero)."""
+    if "to_fp32" in kernel:
+        prior = torch.randn(*ref.shape, generator=gen).to("cuda")
+        buffer = prior.clone()
+        wgrad(out=buffer, accumulate=True)
+        assert_close_rel(buffer, prior.to("cpu", torch.float64) + ref, torch.float32, kernel,
+                         tol=3e-4)
+        for g, m in enumerate(splits):
+            if m == 0:
+                assert torch.equal(buffer[g], prior[g]), f"{kernel}: empty group {g} changed"
+    else:
+        out = torch.full(ref.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        wgrad(out=out, accumulate=False)
+        assert_close_rel(out, ref, torch.bfloat16, kernel)
+        for g, m in enumerate(splits):
+            if m == 0:
+                assert torch.count_nonzero(out[g]) == 0, f"{kernel}: empty group {g} not zero"
 
 
 @pytest.mark.parametrize("role", ["forward", "dgrad", "wgrad"])
@@ -172,3 +200,191 @@ def test_fp8_kernels_agree_with_emulation(role, gen):
         run = lambda engine: ops.fp8_wgrad(dy_t, s1, x_t, s2, splits, rows, engine=engine)
     kernels, emulated = run(ENGINE), run("emulate")
     assert_close_rel(kernels, emulated.double(), torch.bfloat16, f"{role}: kernels vs emulation")
+
+
+# ---- blockwise scales (Float8BlockScaling) ----------------------------------
+
+BLOCK = 128
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def block_scales(gen, shape):
+    """Positive scale_inv per block, spread over 1.5 decades so that a block
+    read at the wrong index shows."""
+    return (torch.exp(torch.rand(*shape, generator=gen) * 4 - 2) * 4e-3).to("cuda")
+
+
+def column_block_scales(gen, channels, splits):
+    """[C, ceil(T/128) + G]: group g's 1x128 blocks (restarting at its first
+    row) from column sum_{j<g} ceil(m_j/128); the slots past the last
+    group's blocks are never read, so they hold NaN."""
+    used = sum(cdiv(m, BLOCK) for m in splits)
+    out = torch.full((channels, cdiv(sum(splits), BLOCK) + len(splits)), float("nan"))
+    out[:, :used] = block_scales(gen, (channels, used)).cpu()
+    return out.to("cuda")
+
+
+def dequant_rows(codes, s):
+    """Row-wise [T, C] codes with [T, ceil(C/128)] scales, in float64."""
+    c = codes.to("cpu", torch.float64)
+    return c * s.to("cpu", torch.float64).repeat_interleave(BLOCK, 1)[:, :c.shape[1]]
+
+
+def dequant_weight(codes, s):
+    """[G, R, C] codes with [G, ceil(R/128), ceil(C/128)] scales, in float64."""
+    c = codes.to("cpu", torch.float64)
+    full = s.to("cpu", torch.float64).repeat_interleave(BLOCK, 1).repeat_interleave(BLOCK, 2)
+    return c * full[:, :c.shape[1], :c.shape[2]]
+
+
+def dequant_columnwise(codes, s, splits):
+    """Row-wise [T, C] codes with the column-wise copy's [C, capacity] scales, in float64."""
+    out = codes.to("cpu", torch.float64).clone()
+    s = s.to("cpu", torch.float64)
+    row = block = 0
+    for m in splits:
+        if m:
+            out[row:row + m] *= s[:, block + torch.arange(m) // BLOCK].T
+        row += m
+        block += cdiv(m, BLOCK)
+    return out
+
+
+def grouped_reference(role, a, b, splits, groups):
+    """fwd: a [T, K] @ b[g].T; dgrad: a [T, N] @ b[g]; wgrad: a_g.T @ b_g (float64)."""
+    if role == "wgrad":
+        out = torch.zeros(groups, a.shape[1], b.shape[1], dtype=torch.float64)
+    else:
+        out = torch.empty(a.shape[0], b.shape[1] if role == "forward" else b.shape[2],
+                          dtype=torch.float64)
+    row = 0
+    for g, m in enumerate(splits):
+        if role == "forward":
+            out[row:row + m] = a[row:row + m] @ b[g].T
+        elif role == "dgrad":
+            out[row:row + m] = a[row:row + m] @ b[g]
+        else:
+            out[g] = a[row:row + m].T @ b[row:row + m]
+        row += m
+    return out
+
+
+# (groups, rows, K, N, fixed splits or None): K and N multiples of 16, below,
+# at and above 128-multiples; random group sizes with empty groups, and fixed
+# ones ending on and off 128-row block boundaries.
+BLOCK_CASES = [(7, 300, 144, 208, None), (4, 1100, 256, 384, None), (3, 517, 528, 64, None),
+               (6, 794, 1024, 128, (128, 0, 255, 1, 384, 26))]
+
+
+@pytest.mark.parametrize("device_splits", [False, True], ids=["host_splits", "device_splits"])
+@pytest.mark.parametrize("case", BLOCK_CASES,
+                         ids=[f"G{g}-T{t}-K{k}-N{n}" for g, t, k, n, _ in BLOCK_CASES])
+def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits, gen):
+    kernel = block_kernel
+    role, a_fmt = kernel.split("_")[:2]
+    groups, rows, k, n, fixed = case
+    splits = list(fixed) if fixed else make_splits(gen, rows, groups, "random_with_zeros")
+    assert len(splits) == groups and sum(splits) == rows
+    m_splits = torch.tensor(splits, device="cuda") if device_splits else splits
+    if role == "forward":
+        x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
+        sx = block_scales(gen, (rows, cdiv(k, BLOCK)))
+        sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
+        bias = torch.randn(groups, n, generator=gen).to("cuda", torch.bfloat16)
+        ref = grouped_reference(role, dequant_rows(x, sx), dequant_weight(w, sw), splits, groups)
+        row = 0
+        for g, m in enumerate(splits):
+            ref[row:row + m] += bias[g].to("cpu", torch.float64)
+            row += m
+        out = torch.full((rows, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ops.fp8_forward(x, sx, w, sw, bias, m_splits, out=out, engine=ENGINE)
+        assert_close_rel(out, ref, torch.bfloat16, kernel)
+    elif role == "dgrad":
+        dy, w = codes(gen, (rows, n), a_fmt), codes(gen, (groups, n, k), "e4m3")
+        sdy = block_scales(gen, (rows, cdiv(n, BLOCK)))
+        sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
+        # The column-wise copy: each W_g and its 128x128 block scales transposed.
+        w_t = w.float().transpose(1, 2).contiguous().to(w.dtype)
+        sw_t = sw.transpose(1, 2).contiguous()
+        ref = grouped_reference(role, dequant_rows(dy, sdy), dequant_weight(w, sw), splits, groups)
+        out = torch.full((rows, k), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ops.fp8_dgrad(dy, sdy, w_t, sw_t, m_splits, out=out, engine=ENGINE)
+        assert_close_rel(out, ref, torch.bfloat16, kernel)
+    else:
+        dy, x = codes(gen, (rows, n), a_fmt), codes(gen, (rows, k), "e4m3")
+        sdy, sx = column_block_scales(gen, n, splits), column_block_scales(gen, k, splits)
+        ref = grouped_reference(role, dequant_columnwise(dy, sdy, splits),
+                                dequant_columnwise(x, sx, splits), splits, groups)
+        # NaN codes in the padding between groups: the kernel reads only each
+        # group's own columns.
+        dy_t, x_t = columnwise(dy, splits, float("nan")), columnwise(x, splits, float("nan"))
+        check_wgrad(kernel, lambda **out: ops.fp8_wgrad(dy_t, sdy, x_t, sx, m_splits, rows, **out,
+                                                        engine=ENGINE), ref, splits, gen)
+
+
+def _block_operands(role, gen, groups, rows, k, n, splits):
+    """(run(engine), float64 reference) for one blockwise-scaled product."""
+    if role == "forward":
+        x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
+        sx = block_scales(gen, (rows, cdiv(k, BLOCK)))
+        sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
+        ref = grouped_reference(role, dequant_rows(x, sx), dequant_weight(w, sw), splits, groups)
+        return (lambda engine: ops.fp8_forward(x, sx, w, sw, None, splits, engine=engine)), ref
+    if role == "dgrad":
+        dy, w = codes(gen, (rows, n), "e5m2"), codes(gen, (groups, n, k), "e4m3")
+        sdy = block_scales(gen, (rows, cdiv(n, BLOCK)))
+        sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
+        w_t = w.float().transpose(1, 2).contiguous().to(w.dtype)
+        sw_t = sw.transpose(1, 2).contiguous()
+        ref = grouped_reference(role, dequant_rows(dy, sdy), dequant_weight(w, sw), splits, groups)
+        return (lambda engine: ops.fp8_dgrad(dy, sdy, w_t, sw_t, splits, engine=engine)), ref
+    dy, x = codes(gen, (rows, n), "e5m2"), codes(gen, (rows, k), "e4m3")
+    sdy, sx = column_block_scales(gen, n, splits), column_block_scales(gen, k, splits)
+    ref = grouped_reference(role, dequant_columnwise(dy, sdy, splits),
+                            dequant_columnwise(x, sx, splits), splits, groups)
+    dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
+    return (lambda engine: ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, rows, engine=engine)), ref
+
+
+@pytest.mark.parametrize("role", ["forward", "dgrad", "wgrad"])
+def test_block_scaled_kernels_agree_with_emulation(role, gen):
+    """With block scales the engine picks its block-scaled kernels on its own
+    (no override), and they agree with the dequantize-then-float32 emulation."""
+    if not _sm90_available():
+        pytest.skip("needs an sm_90 GPU")
+    groups, rows, k, n = 5, 333, 96, 160
+    splits = make_splits(gen, rows, groups, "random_with_zeros")
+    run, ref = _block_operands(role, gen, groups, rows, k, n, splits)
+    kernels, emulated = run(ENGINE), run("emulate")
+    assert_close_rel(kernels, ref, torch.bfloat16, f"{role}: kernels vs float64")
+    assert_close_rel(kernels, emulated.double(), torch.bfloat16, f"{role}: kernels vs emulation")
+
+
+@pytest.mark.parametrize("role", ["forward", "dgrad", "wgrad"])
+def test_unsupported_block_problems_are_emulated(role, gen):
+    """Shapes the kernels cannot read (K or N not a multiple of 16) still give
+    the right products: the engine emulates them."""
+    if not _sm90_available():
+        pytest.skip("needs an sm_90 GPU")
+    groups, rows, k, n = 3, 200, 72, 136
+    splits = make_splits(gen, rows, groups, "random_with_zeros")
+    run, ref = _block_operands(role, gen, groups, rows, k, n, splits)
+    assert_close_rel(run(ENGINE), ref, torch.bfloat16, f"{role}: emulated block-scaled product")
+
+
+def test_mixed_scaling_is_emulated(gen):
+    """Blockwise activations with per-tensor weights: no kernel reads that
+    mix, so the engine emulates it."""
+    if not _sm90_available():
+        pytest.skip("needs an sm_90 GPU")
+    groups, rows, k, n = 4, 300, 256, 128
+    splits = make_splits(gen, rows, groups, "random_with_zeros")
+    x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
+    sx, sw = block_scales(gen, (rows, cdiv(k, BLOCK))), scales(gen, groups)
+    wd = torch.stack([f64(w[g], sw[g]) for g in range(groups)])
+    ref = grouped_reference("forward", dequant_rows(x, sx), wd, splits, groups)
+    out = ops.fp8_forward(x, sx, w, sw, None, splits, engine=ENGINE)
+    assert_close_rel(out, ref, torch.bfloat16, "fwd: block x per-tensor")
