@@ -92,14 +92,14 @@ std::string pick_fp8(Role role, DType a, DType b, DType out, const std::vector<i
 TEST(Sm90KernelSelection, Fp8KernelsMatchBothOperandFormats) {
   constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2;
   const std::vector<int64_t> uniform(8, 2048);
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x256");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, skewed(128)), "forward_e4m3_bf16_ping64x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, skewed(128)), "forward_e4m3_bf16_ping64x128");
   // HYBRID: E5M2 gradients times E4M3 weights / activations.
-  EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, uniform), "dgrad_e5m2_bf16_coop128x256");
+  EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, uniform), "dgrad_e5m2_bf16_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat32, uniform),
-            "wgrad_e5m2_to_fp32_coop128x256");
+            "wgrad_e5m2_to_fp32_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, std::vector<int64_t>(128, 256)),
-            "wgrad_e4m3_bf16_coop128x256");
+            "wgrad_e4m3_bf16_coop128x128");
   // No E5M2 weights, no E5M2 forward, no mixed 16-bit / FP8 operands.
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE5, kBf16, uniform), "none");
   EXPECT_EQ(pick_fp8(Role::kForward, kE5, kE4, kBf16, uniform), "none");
@@ -127,8 +127,8 @@ TEST(Sm90KernelSelection, BlockScaledKernelsOnlyForBlockScales) {
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF32, uniform, true),
             "wgrad_e5m2_to_fp32_block_coop128x128");
   // Per-tensor problems never get a block-scaled kernel, nor the reverse.
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x256");
-  EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kF32, uniform), "wgrad_e4m3_to_fp32_coop128x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kF32, uniform), "wgrad_e4m3_to_fp32_coop128x128");
   // No E5M2 forward, no E5M2 weights, no fp16 output, no 16-bit operands.
   EXPECT_EQ(pick_fp8(Role::kForward, kE5, kE4, kBf16, uniform, true), "none");
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE5, kBf16, uniform, true), "none");
@@ -142,9 +142,9 @@ TEST(Sm90KernelSelection, OverrideKeepsPerTensorAndBlockScalingApart) {
   set_kernel_override("forward_e4m3_bf16_block_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true),
             "forward_e4m3_bf16_block_coop128x128");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x256");
-  set_kernel_override("forward_e4m3_bf16_ping64x256");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_ping64x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x128");
+  set_kernel_override("forward_e4m3_bf16_ping64x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_ping64x128");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true),
             "forward_e4m3_bf16_block_coop128x128");
   set_kernel_override("");

@@ -15,8 +15,12 @@ using Coop256x128 = TileConfig<256, 128, 64, 1, true>;
 using Ping128x128 = TileConfig<128, 128, 64, 1, false>;
 using Ping64x256 = TileConfig<64, 256, 64, 1, false>;
 // FP8: 128 one-byte elements of K per stage, one 128-byte swizzle row.
-using Fp8Coop128x256 = TileConfig<128, 256, 128, 1, true>;
-using Fp8Ping64x256 = TileConfig<64, 256, 128, 1, false>;
+// At most 128 columns of N: the FP8 mainloop (no fast accumulation) keeps a
+// second accumulator for its periodic promotion to fp32, and two 64x256
+// fp32 accumulators per warpgroup (256 registers a thread) spill. The first
+// version used 128x256 / 64x256 tiles and ran below bf16 speed.
+using Fp8Coop128x128 = TileConfig<128, 128, 128, 1, true>;
+using Fp8Ping64x128 = TileConfig<64, 128, 128, 1, false>;
 // FP8 with blockwise scales: K = 128, one scale block per k-tile.
 using Fp8BlockCoop128x128 = BlockScaledTileConfig<128, 128>;
 

@@ -24,16 +24,16 @@
   X(wgrad_bf16_to_fp32_coop256x128)       \
   X(wgrad_fp16_to_fp32_coop128x256)       \
   X(wgrad_fp16_to_fp32_coop256x128)       \
-  X(forward_e4m3_bf16_coop128x256)        \
-  X(forward_e4m3_bf16_ping64x256)         \
-  X(dgrad_e4m3_bf16_coop128x256)          \
-  X(dgrad_e4m3_bf16_ping64x256)           \
-  X(dgrad_e5m2_bf16_coop128x256)          \
-  X(dgrad_e5m2_bf16_ping64x256)           \
-  X(wgrad_e4m3_bf16_coop128x256)          \
-  X(wgrad_e5m2_bf16_coop128x256)          \
-  X(wgrad_e4m3_to_fp32_coop128x256)       \
-  X(wgrad_e5m2_to_fp32_coop128x256)       \
+  X(forward_e4m3_bf16_coop128x128)        \
+  X(forward_e4m3_bf16_ping64x128)         \
+  X(dgrad_e4m3_bf16_coop128x128)          \
+  X(dgrad_e4m3_bf16_ping64x128)           \
+  X(dgrad_e5m2_bf16_coop128x128)          \
+  X(dgrad_e5m2_bf16_ping64x128)           \
+  X(wgrad_e4m3_bf16_coop128x128)          \
+  X(wgrad_e5m2_bf16_coop128x128)          \
+  X(wgrad_e4m3_to_fp32_coop128x128)       \
+  X(wgrad_e5m2_to_fp32_coop128x128)       \
   X(forward_e4m3_bf16_block_coop128x128)  \
   X(dgrad_e4m3_bf16_block_coop128x128)    \
   X(dgrad_e5m2_bf16_block_coop128x128)    \
