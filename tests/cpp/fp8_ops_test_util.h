@@ -193,6 +193,14 @@ struct ActivationCase {
     std::memcpy(scale.host.data(), &s, 4);
     const float previous = 0.25f;  // a recorded amax to accumulate into
     std::memcpy(amax.host.data(), &previous, 4);
+    use_sizes(sizes);
+  }
+
+  // Replaces the group sizes (G of them, summing to T) after make(), in
+  // `sizes` and in the device-sizes buffer, so a test can pin a split.
+  void use_sizes(const std::vector<int64_t>& pinned) {
+    sizes = pinned;
+    sizes_buf.host.clear();
     if (splits_at == SplitsAt::kDeviceInt32) {
       sizes_buf.host.resize(sizes.size() * 4);
       for (size_t i = 0; i < sizes.size(); ++i) {
@@ -437,8 +445,13 @@ inline void expect_same_floats(const Buf& got, const Buf& want, const std::strin
                        want.bits(i) != kFloatPoison) ||
                       got.bits(i) == want.bits(i);
     if (!same) {
+      // "poison": the output still holds the value the test put there, i.e.
+      // nothing wrote it (or the write was lost), as opposed to a NaN written.
       if (wrong < 5)
-        first += " [" + std::to_string(i) + "] " + std::to_string(a) + " vs " + std::to_string(b);
+        first += " [" + std::to_string(i) + "] " +
+                 (got.bits(i) == kFloatPoison ? std::string("poison") : std::to_string(a)) +
+                 " vs " +
+                 (want.bits(i) == kFloatPoison ? std::string("poison") : std::to_string(b));
       ++wrong;
     }
   }

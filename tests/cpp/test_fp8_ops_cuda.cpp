@@ -103,6 +103,16 @@ class Fp8OpsCuda : public ::testing::Test {
     return c;
   }
 
+  // Host -> device on the test's stream, complete on return. Not plain
+  // cudaMemcpy: from pageable memory it returns once the bytes are staged,
+  // with the DMA to the device still running on the legacy stream, which a
+  // non-blocking stream does not wait for; a kernel launched next could then
+  // read stale inputs or have its outputs overwritten by the late poison.
+  void to_device(void* dst, const void* src, size_t bytes) {
+    ASSERT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    ASSERT_CUDA(cudaStreamSynchronize(stream_));
+  }
+
   // Device copies of the buffers (poison included).
   void upload(const std::vector<Buf*>& bufs) {
     for (Buf* b : bufs) {
@@ -110,7 +120,7 @@ class Fp8OpsCuda : public ::testing::Test {
       if (b->size() == 0) continue;
       ASSERT_CUDA(cudaMalloc(&b->dev, b->size()));
       owned_.push_back(b->dev);
-      ASSERT_CUDA(cudaMemcpy(b->dev, b->host.data(), b->size(), cudaMemcpyHostToDevice));
+      ASSERT_NO_FATAL_FAILURE(to_device(b->dev, b->host.data(), b->size()));
     }
   }
   void download(const std::vector<Buf*>& bufs) {
@@ -269,6 +279,56 @@ TEST_F(Fp8OpsCuda, ActivationCopiesOnRequest) {
       }
 }
 
+// One non-empty group among empty ones, C not a multiple of 128, pinned
+// splits. The first case once failed on an H200 (seed 3500865919): exactly
+// the dequantize kernel's last 32 x 32 tile of [T, C] (rows 288..299,
+// columns 128..129, the end of the output buffer) read back as NaN while the
+// codes and scales matched: the upload's pageable cudaMemcpy of the poisoned
+// output had not landed when the kernel wrote (see to_device()). The case
+// repeats, since such a failure depends on timing.
+TEST_F(Fp8OpsCuda, OneGroupAmongEmptyGroups) {
+  struct Pinned {
+    ActivationSpec spec;
+    std::vector<int64_t> sizes;
+  };
+  const Pinned pinned[] = {
+      {{"C130", 300, 130, 5, 3}, {0, 300, 0, 0, 0}},  // the H200 failure
+      {{"C130", 300, 130, 5, 3}, {300, 0, 0, 0, 0}},
+      {{"C130", 300, 130, 5, 3}, {0, 0, 0, 0, 300}},
+      {{"C130", 300, 130, 5, 3}, {0, 0, 299, 0, 1}},      // a one-row group after it
+      {{"C130T128", 128, 130, 5, 3}, {0, 0, 128, 0, 0}},  // exactly one row tile
+      {{"C129T257", 257, 129, 4, 0}, {0, 0, 257, 0}},     // one past a tile both ways
+      {{"C200T44", 44, 200, 3, 1}, {0, 44, 0}},           // one partial row tile
+      {{"C1", 300, 1, 5, 0}, {0, 300, 0, 0, 0}},          // one column
+      {{"C4100", 150, 4096 + 4, 3, 0}, {0, 150, 0}},      // many column tiles, 4 left over
+  };
+  for (const Pinned& p : pinned) {
+    int64_t total = 0;
+    for (int64_t m : p.sizes) total += m;
+    ASSERT_EQ(total, p.spec.t) << p.spec.name;
+    ASSERT_EQ(static_cast<int64_t>(p.sizes.size()), p.spec.g) << p.spec.name;
+    for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+      for (const KindVariant& v : kind_variants())
+        for (SplitsAt at : kAllSplitsAt) {
+          ActivationCase a = activation(p.spec, dtype, v, at);
+          a.make(rng_, Split::kAllInOne, /*specials=*/false);
+          a.use_sizes(p.sizes);
+          run_activation(a);
+          if (HasFatalFailure()) return;
+        }
+  }
+  // The failing configuration itself, again with fresh inputs each time.
+  for (int repeat = 0; repeat < 50; ++repeat) {
+    ActivationCase a =
+        activation(pinned[0].spec, DType::kFloat16, {RecipeKind::kCurrent, Format::kE5M2, true, 2},
+                   SplitsAt::kDeviceInt64);
+    a.make(rng_, Split::kAllInOne, /*specials=*/false);
+    a.use_sizes(pinned[0].sizes);
+    run_activation(a);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // More groups than host sizes fit in kernel arguments (staged copy), and the
 // same with device sizes; many tiles per group for the bias gradient.
 TEST_F(Fp8OpsCuda, ManyGroupsAndLargeProblems) {
@@ -374,7 +434,7 @@ TEST_F(Fp8OpsCuda, DelayedScalingUpdateMatchesCpu) {
           if (src[b]->empty()) continue;
           ASSERT_CUDA(cudaMalloc(reinterpret_cast<void**>(&d[b]), src[b]->size() * 4));
           owned_.push_back(d[b]);
-          ASSERT_CUDA(cudaMemcpy(d[b], src[b]->data(), src[b]->size() * 4, cudaMemcpyHostToDevice));
+          ASSERT_NO_FATAL_FAILURE(to_device(d[b], src[b]->data(), src[b]->size() * 4));
         }
         dev[i] = fp8::DelayedScalingUpdate{{d[0], d[1], d[2], h.len[i], n}, fmax};
         host[i] = fp8::DelayedScalingUpdate{
@@ -413,7 +473,7 @@ TEST_F(Fp8OpsCuda, DelayedScalingCheckFiniteThrowsAndUpdatesNothing) {
       if (src[b]->empty()) continue;
       ASSERT_CUDA(cudaMalloc(reinterpret_cast<void**>(&d[b]), src[b]->size() * 4));
       owned_.push_back(d[b]);
-      ASSERT_CUDA(cudaMemcpy(d[b], src[b]->data(), src[b]->size() * 4, cudaMemcpyHostToDevice));
+      ASSERT_NO_FATAL_FAILURE(to_device(d[b], src[b]->data(), src[b]->size() * 4));
     }
     dev[i] = fp8::DelayedScalingUpdate{{d[0], d[1], d[2], h.len[i], n}, 448.f};
   }
