@@ -82,5 +82,34 @@ def fill_missing_extra_state(module, state_dict, prefix, local_metadata, strict,
     """load_state_dict pre-hook: a checkpoint without `_extra_state` (written
     before FP8 state existed, or by a per-expert implementation) loads as one
     with no FP8 state, also under strict loading: the module's FP8 state
-    starts afresh, as it should for new weights."""
-    state_dict.setdefault(prefix + "_extra_state", None)
+    starts afresh, as it should for new weights.
+
+    Then the whole checkpoint is checked before torch copies anything (torch
+    copies every parameter whose shape fits, then sets the extra state, which
+    raises on its own): a parameter of the wrong shape or an FP8 state for
+    another group count is reported among torch's error messages and leaves
+    every parameter and the FP8 state as they were."""
+    key = prefix + "_extra_state"
+    state_dict.setdefault(key, None)
+    rejected = False
+    for name in _FUSED:  # Linear's own keys (GroupedLinear's: load_per_expert)
+        param = getattr(module, name, None)
+        value = state_dict.get(prefix + name)
+        if (param is not None and isinstance(value, torch.Tensor)
+                and tuple(value.shape) != tuple(param.shape) and not hasattr(module, "num_gemms")):
+            rejected = True  # torch reports the size mismatch itself
+    extra = state_dict[key]
+    if extra is not None:
+        try:  # a scratch state: the module's own is not touched by the check
+            type(module._fp8_state)(getattr(module, "num_gemms", 1),
+                                    type(module).__name__).load_state_dict(extra)
+        except (TypeError, ValueError) as e:
+            error_msgs.append(str(e).replace("grouped_linear: ", "", 1))
+            rejected = True
+    if rejected:
+        state_dict[key] = module.get_extra_state()
+        for name in _FUSED:
+            param = getattr(module, name, None)
+            if param is not None and tuple(state_dict.get(prefix + name, param).shape) == \
+                    tuple(param.shape):
+                state_dict[prefix + name] = param.detach()

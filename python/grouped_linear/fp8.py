@@ -24,6 +24,7 @@ the GPU kernels are checked against.
 
 import contextlib
 import enum
+import threading
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -52,6 +53,18 @@ class DelayedScaling:
     fp8_format: Format = Format.HYBRID
     amax_history_len: int = 1024
     amax_compute_algo: str = "max"   # or "most_recent"
+
+    def __post_init__(self):
+        # Types here (the C++ value checks the ranges): a float or a None
+        # would otherwise surface as pybind11's "incompatible arguments".
+        for name in ("margin", "amax_history_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"grouped_linear: {name}: got {value!r} "
+                                f"({type(value).__name__}); expected an int")
+        if not isinstance(self.amax_compute_algo, str):
+            raise TypeError(f"grouped_linear: amax_compute_algo: got {self.amax_compute_algo!r}; "
+                            "expected 'max' or 'most_recent'")
 
     def to_native(self) -> "_C.fp8.Recipe":
         return _C.fp8.Recipe("delayed", _format_name(self.fp8_format), margin=self.margin,
@@ -101,13 +114,20 @@ class autocast(contextlib.ContextDecorator):
         self.recipe = recipe
         self._native = recipe.to_native()
         self._codes = _encode(self._native) if enabled else None
+        self._depth = threading.local()  # entries of this object, per thread
 
     def __enter__(self):
         _C.fp8.autocast_push(self.enabled, self._native)
         _compile_stack.append(self._codes)
+        self._depth.value = getattr(self._depth, "value", 0) + 1
         return self
 
     def __exit__(self, *exc):
+        depth = getattr(self._depth, "value", 0)
+        if depth == 0:
+            raise RuntimeError("grouped_linear: autocast: __exit__ without a matching __enter__ "
+                               "on this thread (a region is exited once per entry)")
+        self._depth.value = depth - 1
         _compile_stack.pop()
         _C.fp8.autocast_pop()
         return False
