@@ -8,10 +8,7 @@
 #include "core/error.h"
 #include "core/fp8/delayed_scaling_ops.h"
 #include "torch_binding/exec_context.h"
-#include "torch_binding/python_errors.h"
 #include "torch_binding/tensor_views.h"
-
-namespace py = pybind11;
 
 namespace grouped_linear::torch_binding {
 namespace {
@@ -185,16 +182,14 @@ at::Tensor Fp8ModuleState::state_dict() const {
       {header, fwd_history_.reshape(-1), fwd_scale_, bwd_history_.reshape(-1), bwd_scale_});
 }
 
-void Fp8ModuleState::load_state_dict(const py::object& state) {
+void Fp8ModuleState::load_state_dict(const at::Tensor& state) {
   // No FP8 state in the checkpoint (an older or per-expert one): start fresh,
   // the weights are new.
-  if (state.is_none()) {
+  if (!state.defined()) {
     reset();
     return;
   }
-  GL_CHECK_TYPE(THPVariable_Check(state.ptr()), "_extra_state: got ", Py_TYPE(state.ptr())->tp_name,
-                ", expected the float32 tensor GroupedLinear / Linear save (or None)");
-  const at::Tensor flat = THPVariable_Unpack(state.ptr()).detach().to(at::kFloat).reshape(-1);
+  const at::Tensor flat = state.detach().to(at::kFloat).reshape(-1);
   GL_CHECK_VALUE(flat.numel() >= kHeader, "_extra_state: ", flat.numel(),
                  " values; expected at least the ", kHeader, "-value header");
   const at::Tensor header = flat.slice(0, 0, kHeader).cpu();
@@ -258,84 +253,5 @@ void end_autocast_region() {
 
 void set_amax_check(bool enabled) { g_amax_check.store(enabled, std::memory_order_relaxed); }
 bool amax_check() { return g_amax_check.load(std::memory_order_relaxed); }
-
-// ---- Python ---------------------------------------------------------------------
-
-namespace {
-
-py::object optional_tensor(const at::Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
-
-std::shared_ptr<Fp8ModuleState> make_state(int64_t num_groups, const std::string& name) {
-  return std::make_shared<Fp8ModuleState>(num_groups, name);
-}
-
-py::tuple get_pickle_state(const Fp8ModuleState& s) {
-  return py::make_tuple(s.num_groups(), s.name(), s.state_dict().cpu());
-}
-
-std::shared_ptr<Fp8ModuleState> from_pickle_state(const py::tuple& t) {
-  GL_CHECK_VALUE(t.size() == 3, "ModuleState: bad pickle state");
-  auto state = std::make_shared<Fp8ModuleState>(t[0].cast<int64_t>(), t[1].cast<std::string>());
-  state->load_state_dict(t[2]);
-  return state;
-}
-
-void load_state(Fp8ModuleState& s, const py::object& state) { s.load_state_dict(state); }
-
-py::object cached_weight(const Fp8ModuleState& s, bool columnwise) {
-  if (!s.weight_cache().has_value()) return py::none();
-  const Fp8Weight& w = *s.weight_cache();
-  if (!(columnwise ? w.col : w.row).defined()) return py::none();
-  return py::cast(dequantized(w, columnwise));
-}
-
-}  // namespace
-
-void register_fp8_state(py::module_& f) {
-  py::class_<Fp8ModuleState, std::shared_ptr<Fp8ModuleState>>(
-      f, "ModuleState",
-      "A module's FP8 state: delayed-scaling amax histories and scales, and the quantized "
-      "weights cached across micro-batches.")
-      .def(py::init(guarded(&make_state)), py::arg("num_groups"), py::arg("name") = "")
-      .def_property_readonly("num_groups", &Fp8ModuleState::num_groups)
-      .def_property("name", &Fp8ModuleState::name, &Fp8ModuleState::set_name)
-      .def_property_readonly("recipe_kind",
-                             [](const Fp8ModuleState& s) -> py::object {
-                               if (!s.has_recipe()) return py::none();
-                               const fp8::RecipeKind k = s.recipe().kind;
-                               return py::str(k == fp8::RecipeKind::kDelayed   ? "delayed"
-                                              : k == fp8::RecipeKind::kCurrent ? "current"
-                                                                               : "block");
-                             })
-      .def_property_readonly(
-          "amax_history_fwd",
-          [](const Fp8ModuleState& s) { return optional_tensor(s.fwd_history()); })
-      .def_property_readonly("scale_fwd",
-                             [](const Fp8ModuleState& s) { return optional_tensor(s.fwd_scale()); })
-      .def_property_readonly(
-          "scale_inv_fwd",
-          [](const Fp8ModuleState& s) { return optional_tensor(s.fwd_scale_inv()); })
-      .def_property_readonly(
-          "amax_history_bwd",
-          [](const Fp8ModuleState& s) { return optional_tensor(s.bwd_history()); })
-      .def_property_readonly("scale_bwd",
-                             [](const Fp8ModuleState& s) { return optional_tensor(s.bwd_scale()); })
-      .def_property_readonly(
-          "scale_inv_bwd",
-          [](const Fp8ModuleState& s) { return optional_tensor(s.bwd_scale_inv()); })
-      .def_property_readonly("has_weight_cache",
-                             [](const Fp8ModuleState& s) { return s.weight_cache().has_value(); })
-      .def("cached_weight", guarded(&cached_weight), py::arg("columnwise") = false,
-           "The cached quantized weight, dequantized to float32 [G, N, K] (None without a cache).")
-      .def("drop_weight_cache", &Fp8ModuleState::drop_weight_cache)
-      .def("reset", &Fp8ModuleState::reset)
-      .def("state_dict", &Fp8ModuleState::state_dict)
-      .def("load_state_dict", guarded(&load_state), py::arg("state"))
-      .def(py::pickle(&get_pickle_state, guarded(&from_pickle_state)));
-
-  f.def("set_amax_check", &set_amax_check, py::arg("enabled"),
-        "Check mode: a non-finite amax at the step boundary raises, naming the tensor.");
-  f.def("amax_check", &amax_check);
-}
 
 }  // namespace grouped_linear::torch_binding

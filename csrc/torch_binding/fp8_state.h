@@ -24,7 +24,6 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <torch/extension.h>
 
 #include <memory>
 #include <optional>
@@ -83,9 +82,10 @@ class Fp8ModuleState : public std::enable_shared_from_this<Fp8ModuleState> {
   //   [version, G, H, fp8_format, margin, amax_compute_algo,
   //    fwd_history (H x (1 + G)), fwd_scale (1 + G), bwd_history (H), bwd_scale (1)]
   // H = 0 when no delayed scaling ran (the header alone). The weight cache is
-  // not saved. Loading None (a checkpoint without FP8 state) resets.
+  // not saved. Loading an undefined tensor (Python's None: a checkpoint
+  // without FP8 state) resets.
   at::Tensor state_dict() const;
-  void load_state_dict(const pybind11::object& state);
+  void load_state_dict(const at::Tensor& state);
 
   // Tensor names in error messages: "input", "weight3", "grad_output".
   std::string tensor_name(bool forward_set, int64_t index) const;
@@ -116,7 +116,5 @@ void end_autocast_region();
 // it reads a flag back, a synchronisation).
 void set_amax_check(bool enabled);
 bool amax_check();
-
-void register_fp8_state(pybind11::module_& fp8_module);
 
 }  // namespace grouped_linear::torch_binding

@@ -2,12 +2,12 @@
 // arguments (m_splits above all) once, then calls the C++ layer.
 #include <torch/extension.h>
 
-#include "core/builtin_engines.h"
 #include "core/engine_registry.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/nvtx.h"
 #include "torch_binding/autograd_function.h"
+#include "torch_binding/engines.h"
 #include "torch_binding/fp8_autograd.h"
 #include "torch_binding/fp8_bindings.h"
 #include "torch_binding/fp8_state.h"
@@ -203,9 +203,8 @@ PYBIND11_MODULE(_C, m) {
   using namespace grouped_linear::torch_binding;
   m.doc() = "grouped_linear native extension: grouped GEMM engines behind torch ops";
 
-  register_cpu_engines();
+  register_builtin_engines();
 #ifdef GL_WITH_CUDA
-  register_cuda_engines();
   m.attr("with_cuda") = true;
 #else
   m.attr("with_cuda") = false;
@@ -239,7 +238,6 @@ PYBIND11_MODULE(_C, m) {
 
   // FP8 first: grouped_linear's signature names _C.fp8.ModuleState.
   register_fp8(m);
-  register_fp8_emulation();
 
   m.def("grouped_linear", guarded(&py_grouped_linear), py::arg("inp"), py::arg("weight"),
         py::arg("bias"), py::arg("m_splits"), py::arg("main_grad"), py::arg("config"),

@@ -1,0 +1,100 @@
+// The Python face of Fp8ModuleState (_C.fp8.ModuleState), apart from the
+// state itself so that the torch binding library stays free of Python.
+#include <torch/extension.h>
+
+#include "core/error.h"
+#include "torch_binding/fp8_bindings.h"
+#include "torch_binding/fp8_state.h"
+#include "torch_binding/python_errors.h"
+
+namespace py = pybind11;
+
+namespace grouped_linear::torch_binding {
+
+namespace {
+
+py::object optional_tensor(const at::Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
+
+std::shared_ptr<Fp8ModuleState> make_state(int64_t num_groups, const std::string& name) {
+  return std::make_shared<Fp8ModuleState>(num_groups, name);
+}
+
+// None (a checkpoint without FP8 state) or the saved float32 tensor.
+void load_state(Fp8ModuleState& s, const py::object& state) {
+  if (state.is_none()) {
+    s.load_state_dict(at::Tensor());
+    return;
+  }
+  GL_CHECK_TYPE(THPVariable_Check(state.ptr()), "_extra_state: got ", Py_TYPE(state.ptr())->tp_name,
+                ", expected the float32 tensor GroupedLinear / Linear save (or None)");
+  s.load_state_dict(THPVariable_Unpack(state.ptr()));
+}
+
+py::tuple get_pickle_state(const Fp8ModuleState& s) {
+  return py::make_tuple(s.num_groups(), s.name(), s.state_dict().cpu());
+}
+
+std::shared_ptr<Fp8ModuleState> from_pickle_state(const py::tuple& t) {
+  GL_CHECK_VALUE(t.size() == 3, "ModuleState: bad pickle state");
+  auto state = std::make_shared<Fp8ModuleState>(t[0].cast<int64_t>(), t[1].cast<std::string>());
+  load_state(*state, t[2]);
+  return state;
+}
+
+py::object cached_weight(const Fp8ModuleState& s, bool columnwise) {
+  if (!s.weight_cache().has_value()) return py::none();
+  const Fp8Weight& w = *s.weight_cache();
+  if (!(columnwise ? w.col : w.row).defined()) return py::none();
+  return py::cast(dequantized(w, columnwise));
+}
+
+}  // namespace
+
+void register_fp8_state(py::module_& f) {
+  py::class_<Fp8ModuleState, std::shared_ptr<Fp8ModuleState>>(
+      f, "ModuleState",
+      "A module's FP8 state: delayed-scaling amax histories and scales, and the quantized "
+      "weights cached across micro-batches.")
+      .def(py::init(guarded(&make_state)), py::arg("num_groups"), py::arg("name") = "")
+      .def_property_readonly("num_groups", &Fp8ModuleState::num_groups)
+      .def_property("name", &Fp8ModuleState::name, &Fp8ModuleState::set_name)
+      .def_property_readonly("recipe_kind",
+                             [](const Fp8ModuleState& s) -> py::object {
+                               if (!s.has_recipe()) return py::none();
+                               const fp8::RecipeKind k = s.recipe().kind;
+                               return py::str(k == fp8::RecipeKind::kDelayed   ? "delayed"
+                                              : k == fp8::RecipeKind::kCurrent ? "current"
+                                                                               : "block");
+                             })
+      .def_property_readonly(
+          "amax_history_fwd",
+          [](const Fp8ModuleState& s) { return optional_tensor(s.fwd_history()); })
+      .def_property_readonly("scale_fwd",
+                             [](const Fp8ModuleState& s) { return optional_tensor(s.fwd_scale()); })
+      .def_property_readonly(
+          "scale_inv_fwd",
+          [](const Fp8ModuleState& s) { return optional_tensor(s.fwd_scale_inv()); })
+      .def_property_readonly(
+          "amax_history_bwd",
+          [](const Fp8ModuleState& s) { return optional_tensor(s.bwd_history()); })
+      .def_property_readonly("scale_bwd",
+                             [](const Fp8ModuleState& s) { return optional_tensor(s.bwd_scale()); })
+      .def_property_readonly(
+          "scale_inv_bwd",
+          [](const Fp8ModuleState& s) { return optional_tensor(s.bwd_scale_inv()); })
+      .def_property_readonly("has_weight_cache",
+                             [](const Fp8ModuleState& s) { return s.weight_cache().has_value(); })
+      .def("cached_weight", guarded(&cached_weight), py::arg("columnwise") = false,
+           "The cached quantized weight, dequantized to float32 [G, N, K] (None without a cache).")
+      .def("drop_weight_cache", &Fp8ModuleState::drop_weight_cache)
+      .def("reset", &Fp8ModuleState::reset)
+      .def("state_dict", &Fp8ModuleState::state_dict)
+      .def("load_state_dict", guarded(&load_state), py::arg("state"))
+      .def(py::pickle(&get_pickle_state, guarded(&from_pickle_state)));
+
+  f.def("set_amax_check", &set_amax_check, py::arg("enabled"),
+        "Check mode: a non-finite amax at the step boundary raises, naming the tensor.");
+  f.def("amax_check", &amax_check);
+}
+
+}  // namespace grouped_linear::torch_binding
