@@ -1,0 +1,257 @@
+#include "grouped_linear/grouped_linear.h"
+
+#include <torch/cuda.h>
+#include <torch/nn/init.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "torch_binding/autograd_function.h"
+#include "torch_binding/engines.h"
+#include "torch_binding/fp8_autograd.h"
+#include "torch_binding/group_splits.h"
+
+namespace grouped_linear {
+namespace {
+
+namespace tb = torch_binding;
+
+// Transformer Engine's default weight init, as python/grouped_linear/module.py.
+constexpr double kDefaultInitStd = 0.023;
+
+// Core errors become libtorch's exception types, so callers catch what
+// libtorch's own checks throw (c10::Error and its Value/Type kinds).
+template <typename Fn>
+auto translate_errors(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    const c10::SourceLocation where{__func__, __FILE__, __LINE__};
+    if (e.kind() == ErrorKind::kValue) throw c10::ValueError(where, e.what());
+    if (e.kind() == ErrorKind::kType) throw c10::TypeError(where, e.what());
+    throw c10::Error(where, e.what());
+  }
+}
+
+void check_positive(const char* name, int64_t value) {
+  GL_CHECK_VALUE(value >= 1, name, ": is ", value, "; expected an int >= 1");
+}
+
+torch::Dtype resolve_dtype(const std::optional<torch::Dtype>& requested) {
+  const torch::Dtype dtype =
+      requested.has_value() ? *requested : c10::typeMetaToScalarType(torch::get_default_dtype());
+  GL_CHECK_TYPE(dtype == torch::kFloat || dtype == torch::kHalf || dtype == torch::kBFloat16,
+                "params_dtype: ", c10::toString(dtype),
+                " is not supported; expected Float, Half or BFloat16");
+  return dtype;
+}
+
+torch::Device resolve_device(const std::optional<torch::Device>& requested) {
+  if (requested.has_value()) return *requested;
+  return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+}
+
+void init_parameters(const torch::Tensor& weight, const torch::Tensor& bias,
+                     const InitMethod& init_method) {
+  torch::NoGradGuard no_grad;
+  if (bias.defined()) bias.zero_();
+  if (!init_method) {
+    torch::nn::init::normal_(weight, 0.0, kDefaultInitStd);
+    return;
+  }
+  // One call per expert, as the Python module does.
+  if (weight.dim() == 3) {
+    for (const torch::Tensor& expert : weight.unbind(0)) init_method(expert);
+  } else {
+    init_method(weight);
+  }
+}
+
+// Both modules: (re)registers `weight` and `bias` with the options' dtype and
+// device, initialized unless on the meta device (as in Python).
+template <typename Options>
+void create_parameters(torch::nn::Module& module, const Options& options,
+                       std::vector<int64_t> weight_shape, std::vector<int64_t> bias_shape,
+                       torch::Tensor& weight, torch::Tensor& bias) {
+  const torch::Device device = resolve_device(options.device());
+  const auto tensor_options =
+      torch::TensorOptions().dtype(resolve_dtype(options.params_dtype())).device(device);
+  tb::register_builtin_engines();
+  weight = module.register_parameter("weight", torch::empty(weight_shape, tensor_options));
+  bias = options.bias()
+             ? module.register_parameter("bias", torch::empty(bias_shape, tensor_options))
+             : module.register_parameter("bias", torch::Tensor(), /*requires_grad=*/false);
+  if (!device.is_meta()) init_parameters(weight, bias, options.init_method());
+}
+
+// main_grad travels only with fuse_wgrad_accumulation, as in Python.
+tb::LinearConfig config_for(bool fuse_wgrad_accumulation) {
+  tb::LinearConfig config;
+  config.fuse_wgrad_accumulation = fuse_wgrad_accumulation;
+  return config;
+}
+
+void check_input(const torch::Tensor& inp) {
+  GL_CHECK_VALUE(inp.defined(), "inp: expected a defined tensor");
+  GL_CHECK_VALUE(inp.dim() >= 1, "inp: expected at least 1 dimension, got a 0-D tensor");
+}
+
+std::string expert_key(const char* name, int64_t index) { return name + std::to_string(index); }
+
+}  // namespace
+
+// ---- GroupedLinear --------------------------------------------------------------
+
+GroupedLinearImpl::GroupedLinearImpl(GroupedLinearOptions options_) : options(std::move(options_)) {
+  reset();
+}
+
+void GroupedLinearImpl::reset() {
+  translate_errors([&] {
+    check_positive("num_gemms", options.num_gemms());
+    check_positive("in_features", options.in_features());
+    check_positive("out_features", options.out_features());
+    create_parameters(*this, options,
+                      {options.num_gemms(), options.out_features(), options.in_features()},
+                      {options.num_gemms(), options.out_features()}, weight, bias);
+    main_grad = torch::Tensor();
+  });
+}
+
+void GroupedLinearImpl::reset_parameters() { init_parameters(weight, bias, options.init_method()); }
+
+torch::Tensor GroupedLinearImpl::forward(const torch::Tensor& inp, const MSplits& m_splits) {
+  return translate_errors([&] {
+    check_input(inp);
+    tb::GroupSplits splits;
+    if (m_splits.is_tensor()) {
+      GL_CHECK_VALUE(m_splits.tensor().defined(), "m_splits: expected a defined tensor");
+      splits = tb::splits_from_tensor(m_splits.tensor(), inp.device());
+    } else {
+      splits = tb::splits_from_host(m_splits.counts());
+    }
+    tb::check_split_count(splits, weight.size(0));
+    return tb::grouped_linear(inp, weight, bias, std::move(splits),
+                              options.fuse_wgrad_accumulation() ? main_grad : torch::Tensor(),
+                              config_for(options.fuse_wgrad_accumulation()), tb::Fp8Call{});
+  });
+}
+
+torch::OrderedDict<std::string, torch::Tensor> GroupedLinearImpl::expert_state_dict() const {
+  torch::OrderedDict<std::string, torch::Tensor> state;
+  const int64_t groups = weight.size(0);
+  for (int64_t i = 0; i < groups; ++i) state.insert(expert_key("weight", i), weight.detach()[i]);
+  if (bias.defined())
+    for (int64_t i = 0; i < groups; ++i) state.insert(expert_key("bias", i), bias.detach()[i]);
+  return state;
+}
+
+void GroupedLinearImpl::load_expert_state_dict(
+    const torch::OrderedDict<std::string, torch::Tensor>& state) {
+  translate_errors([&] {
+    const int64_t groups = weight.size(0);
+    // Checked completely first, copied after: a rejected state changes nothing.
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (destination, source)
+    std::unordered_set<std::string> consumed;
+    for (const auto& [name, param] : {std::pair<std::string, torch::Tensor>{"weight", weight},
+                                      std::pair<std::string, torch::Tensor>{"bias", bias}}) {
+      if (!param.defined()) continue;
+      const torch::Tensor destination = param.detach();
+      const torch::Tensor* fused = state.find(name);
+      if (fused != nullptr) {
+        for (int64_t i = 0; i < groups; ++i)
+          GL_CHECK_VALUE(!state.contains(expert_key(name.c_str(), i)), "state: both '", name,
+                         "' and '", expert_key(name.c_str(), i), "' are present; expected the ",
+                         "fused or the per-expert naming");
+        GL_CHECK_VALUE(fused->sizes() == param.sizes(), "state: '", name, "' has shape ",
+                       fused->sizes(), "; expected ", param.sizes());
+        copies.emplace_back(destination, *fused);
+        consumed.insert(name);
+        continue;
+      }
+      for (int64_t i = 0; i < groups; ++i) {
+        const std::string key = expert_key(name.c_str(), i);
+        const torch::Tensor* expert = state.find(key);
+        GL_CHECK_VALUE(expert != nullptr, "state: missing key '", key, "' (num_gemms = ", groups,
+                       ")");
+        GL_CHECK_VALUE(expert->sizes() == destination[i].sizes(), "state: '", key, "' has shape ",
+                       expert->sizes(), "; expected ", destination[i].sizes());
+        copies.emplace_back(destination[i], *expert);
+        consumed.insert(key);
+      }
+    }
+    for (const auto& item : state.items())
+      GL_CHECK_VALUE(consumed.count(item.key()) != 0, "state: unexpected key '", item.key(),
+                     "' (num_gemms = ", groups, ", bias = ", bias.defined(), ")");
+    torch::NoGradGuard no_grad;
+    for (auto& [destination, source] : copies) destination.copy_(source);
+  });
+}
+
+void GroupedLinearImpl::save(torch::serialize::OutputArchive& archive) const {
+  for (const auto& item : expert_state_dict()) archive.write(item.key(), item.value());
+}
+
+void GroupedLinearImpl::load(torch::serialize::InputArchive& archive) {
+  // Per-expert keys, or the fused ones of an archive written by
+  // torch::nn::Module::save; whichever the archive holds.
+  torch::OrderedDict<std::string, torch::Tensor> state;
+  const int64_t groups = weight.size(0);
+  for (const char* name : {"weight", "bias"}) {
+    torch::Tensor fused;
+    if (archive.try_read(name, fused)) state.insert(name, fused);
+    for (int64_t i = 0; i < groups; ++i) {
+      torch::Tensor expert;
+      if (archive.try_read(expert_key(name, i), expert)) state.insert(expert_key(name, i), expert);
+    }
+  }
+  load_expert_state_dict(state);
+}
+
+void GroupedLinearImpl::pretty_print(std::ostream& stream) const {
+  // Numbers through std::to_string, as everywhere in this project (core/error.h).
+  stream << "grouped_linear::GroupedLinear(num_gemms=" + std::to_string(options.num_gemms()) +
+                ", in_features=" + std::to_string(options.in_features()) +
+                ", out_features=" + std::to_string(options.out_features()) +
+                ", bias=" + (options.bias() ? "true" : "false") + ")";
+}
+
+// ---- Linear ---------------------------------------------------------------------
+
+LinearImpl::LinearImpl(LinearOptions options_) : options(std::move(options_)) { reset(); }
+
+void LinearImpl::reset() {
+  translate_errors([&] {
+    check_positive("in_features", options.in_features());
+    check_positive("out_features", options.out_features());
+    create_parameters(*this, options, {options.out_features(), options.in_features()},
+                      {options.out_features()}, weight, bias);
+    main_grad = torch::Tensor();
+  });
+}
+
+void LinearImpl::reset_parameters() { init_parameters(weight, bias, options.init_method()); }
+
+torch::Tensor LinearImpl::forward(const torch::Tensor& inp) {
+  return translate_errors([&] {
+    check_input(inp);
+    // Every row is in the one group.
+    int64_t rows = 1;
+    for (int64_t d = 0; d + 1 < inp.dim(); ++d) rows *= inp.size(d);
+    return tb::grouped_linear(inp, weight, bias, tb::splits_from_host({rows}),
+                              options.fuse_wgrad_accumulation() ? main_grad : torch::Tensor(),
+                              config_for(options.fuse_wgrad_accumulation()), tb::Fp8Call{});
+  });
+}
+
+void LinearImpl::pretty_print(std::ostream& stream) const {
+  stream << "grouped_linear::Linear(in_features=" + std::to_string(options.in_features()) +
+                ", out_features=" + std::to_string(options.out_features()) +
+                ", bias=" + (options.bias() ? "true" : "false") + ")";
+}
+
+}  // namespace grouped_linear
