@@ -9,6 +9,7 @@ it), and delayed scaling's amax histories and scales, read from the module's
 `_C.fp8.ModuleState` properties, are graph inputs the ops mutate in place.
 """
 
+import ctypes
 from typing import Optional
 
 import torch
@@ -16,9 +17,13 @@ import torch
 from . import _C, fp8
 
 
-def _prepare_fp8(state, codes, device: str) -> int:
+def _prepare_fp8(state_id: int, codes, device: str) -> int:
     # Runs once, while dynamo traces (see below): readies the state's buffers
-    # for this recipe and device and returns its handle for fp8_forward.
+    # for this recipe and device and returns its handle for fp8_forward. The
+    # state comes as its id() because a function whose result dynamo takes as
+    # a constant must take constants (torch 2.11 refuses the object itself);
+    # the object is alive while this runs, since the traced module holds it.
+    state = ctypes.cast(state_id, ctypes.py_object).value
     return _C._compile_prepare_fp8(state, list(codes), device)
 
 
@@ -59,7 +64,7 @@ def forward(module, inp: torch.Tensor, weight: torch.Tensor, bias: Optional[torc
     handle = -1
     hist = scale = bwd_hist = bwd_scale = None
     if codes[0] == 0:  # delayed scaling
-        handle = _prepare_fp8(state, codes, str(weight.device))
+        handle = _prepare_fp8(id(state), codes, str(weight.device))
         hist, scale = state.amax_history_fwd, state.scale_fwd
         bwd_hist, bwd_scale = state.amax_history_bwd, state.scale_bwd
     return torch.ops.grouped_linear.fp8_linear(inp, weight, bias, m_splits, list(codes), hist,
