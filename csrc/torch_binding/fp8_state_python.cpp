@@ -30,8 +30,10 @@ void load_state(Fp8ModuleState& s, const py::object& state) {
   s.load_state_dict(THPVariable_Unpack(state.ptr()));
 }
 
+// The buffers keep their device, so copy.deepcopy of a CUDA module gives a
+// CUDA state (torch's pickling of tensors handles either device).
 py::tuple get_pickle_state(const Fp8ModuleState& s) {
-  return py::make_tuple(s.num_groups(), s.name(), s.state_dict().cpu());
+  return py::make_tuple(s.num_groups(), s.name(), s.state_dict());
 }
 
 std::shared_ptr<Fp8ModuleState> from_pickle_state(const py::tuple& t) {
