@@ -33,6 +33,14 @@ from grouped_linear import fp8
 
 FORMAT_STEP = {"E4M3": 2.0 ** -3, "E5M2": 2.0 ** -2}
 
+# float32 results of the FP8 GEMM kernels (wgrad into main_grad or a float32
+# weight): inside each 128-deep k-block the tensor core adds FP8 products at
+# a reduced accumulator width (about 13 mantissa bits) before the kernel
+# promotes the partial sum into fp32 registers, so the error is near 2^-13
+# per k-block, not fp32's 2^-24 (test_sm90_fp8_kernels). Measured on the H200:
+# up to 1.3e-4 relative for reductions of 200 to 500 rows.
+FP8_FP32_TOLERANCE = 3e-4
+
 
 def fp8_bound(fmt_a: str, fmt_b: str, dtype: torch.dtype) -> float:
     u_a, u_b = FORMAT_STEP[fmt_a] / 2, FORMAT_STEP[fmt_b] / 2

@@ -187,7 +187,7 @@ def check_module_healthy(module, gen, num_gemms: Optional[int] = None):
     if module.fuse_wgrad_accumulation and main_grad is not None:
         assert weight.grad is None
         assert_close_rel(main_grad - before, dw_ref, torch.float32, "healthy main_grad increment",
-                         tol=max(TOLERANCE[dtype], 1e-4))
+                         tol=max(TOLERANCE[dtype], 3e-4))  # FP8: fp8_testutil.FP8_FP32_TOLERANCE
     else:
         assert_close_rel(weight.grad, dw_ref, dtype, "healthy wgrad")
 

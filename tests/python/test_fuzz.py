@@ -25,8 +25,9 @@ Tolerances (relative Frobenius error against float64 on the CPU):
   u32 * sqrt(length) < 4e-6 relative, inside the fp32 bound.
 * main_grad increments (float32 sums into a float32 buffer): the float32
   bound 1e-5 (prior values of the size of dW, so the addition costs
-  ~1e-7); under FP8 1e-4, as in test_fp8_modules (sums over the padded
-  column-wise copies).
+  ~1e-7); under FP8 fp8_testutil.FP8_FP32_TOLERANCE (3e-4), as for every
+  float32 result of the FP8 kernels: the tensor core's reduced accumulator
+  width inside each 128-deep k-block.
 * FP8, primary: against float64 products of the values the casts produce
   (fp8_testutil.dequantized_operands, the CPU quantization reference):
   again conftest.TOLERANCE of the output dtype. A wrong scale, format,
@@ -60,7 +61,7 @@ import torch
 import grouped_linear
 from grouped_linear import fp8, ops
 from conftest import TOLERANCE
-from fp8_testutil import FORMAT_STEP, dequantized_operands, formats
+from fp8_testutil import FORMAT_STEP, FP8_FP32_TOLERANCE, dequantized_operands, formats
 from gl_testutil import (assert_close_rel, make_splits, randn, ref_dgrad, ref_forward, ref_wgrad,
                          rel_err, set_params)
 
@@ -270,14 +271,17 @@ def run_case(case: dict):
         after = w.main_grad.detach()
         assert after.dtype == torch.float32
         assert_close_rel(after.double().cpu() - before.double().cpu(), dw_ref, torch.float32,
-                         "main_grad increment", tol=1e-5 if recipe is None else 1e-4)
+                         "main_grad increment",
+                         tol=1e-5 if recipe is None else FP8_FP32_TOLERANCE)
         for g, m in enumerate(splits):
             if m == 0:
                 assert torch.equal(after[g], before[g]), f"empty group {g} changed main_grad"
         dw = after.double().cpu() - before.double().cpu()
     else:
         assert w.grad is not None and w.grad.dtype == dtype
-        assert_close_rel(w.grad, dw_ref, dtype, "wgrad")
+        fp8_fp32 = recipe is not None and dtype == torch.float32
+        assert_close_rel(w.grad, dw_ref, dtype, "wgrad",
+                         tol=FP8_FP32_TOLERANCE if fp8_fp32 else None)
         for g, m in enumerate(splits):
             if m == 0:
                 assert torch.count_nonzero(w.grad[g]) == 0, f"wgrad of empty group {g} not zero"
