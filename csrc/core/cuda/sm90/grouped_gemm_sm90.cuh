@@ -548,8 +548,9 @@ struct GroupedGemmRunner {
     return own + align_up(Kernel::get_workspace_size(arguments(l, arrays)));
   }
 
-  // CUTLASS's Params hold the argument-array pointers (all inside the
-  // workspace), the group count, beta or whether there is a bias, and tensor maps built from placeholder
+  // CUTLASS's Params hold the argument-array pointers and CUTLASS's own
+  // workspace (all inside our workspace), the group count, beta or whether
+  // there is a bias, and tensor maps built from placeholder
   // shapes; nothing else of the call. The caching allocator hands a
   // same-sized workspace back at the same address, so in steady state the
   // last Params are reused and the host skips the tensor-map encodes.
@@ -559,6 +560,11 @@ struct GroupedGemmRunner {
     float beta = 0.f;
     bool bias = false;
     const void* workspace = nullptr;
+    // Where CUTLASS's own workspace starts: after the argument arrays and the
+    // wgrad zero operand, whose size follows max(N, K). A same-address
+    // workspace for another N or K moves it, and Params reused with the old
+    // address would let the kernel's tensor maps and the zero operand overlap.
+    const void* cutlass_workspace = nullptr;
     Params params;
   };
 
@@ -566,6 +572,7 @@ struct GroupedGemmRunner {
                                   const void* workspace) {
     thread_local ParamsCache cache;
     if (cache.valid && cache.device == l.device && cache.workspace == workspace &&
+        cache.cutlass_workspace == arrays.cutlass_workspace &&
         cache.num_groups == l.num_groups && cache.beta == l.beta &&
         cache.bias == (l.bias != nullptr) && cache.sm_count == l.sm_count)
       return cache.params;
@@ -584,6 +591,7 @@ struct GroupedGemmRunner {
     cache.params = Kernel::to_underlying_arguments(args, arrays.cutlass_workspace);
     cache.device = l.device;
     cache.workspace = workspace;
+    cache.cutlass_workspace = arrays.cutlass_workspace;
     cache.num_groups = l.num_groups;
     cache.beta = l.beta;
     cache.bias = l.bias != nullptr;
