@@ -90,8 +90,11 @@ def fuzz_section(d):
         "| fp32 / fp16 / bf16 products | 1e-5 / 2e-3 / 1e-2 | reference from the same "
         "low-precision inputs: float32 accumulation (u·sqrt(length) < 4e-6 here) and one "
         "rounding to the output dtype (half an ulp: 4.9e-4 fp16, 3.9e-3 bf16) |",
-        "| main_grad increment | 1e-5 (FP8: 1e-4) | float32 sums into a float32 buffer whose "
+        "| main_grad increment | 1e-5 | float32 sums into a float32 buffer whose "
         "prior values are of dW's size |",
+        "| float32 results of the FP8 kernels (wgrad, main_grad) | 3e-4 | the tensor core adds "
+        "FP8 products at a reduced accumulator width inside each 128-deep k-block (about "
+        "2^-13 per block) before the kernel promotes the sum to fp32 |",
         "| FP8 vs dequantized operands | the output dtype's bound | the products of the values "
         "the casts produced (CPU quantization reference); a wrong scale/format/block/group "
         "errs by >= 2^-4 |",
