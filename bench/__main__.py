@@ -3,7 +3,8 @@
 Run from the repository root. On a GPU: throughput of the bench_cases.json
 shapes, host overhead of the tiny cases and the Python-layer figure. Without
 one: a small CPU version of the same, which says nothing about GPU speed.
-The summary tables are printed last on stdout; progress goes to stderr.
+The summary tables are printed last on stdout; progress goes to stderr. With
+matplotlib installed it also draws RESULT.png beside the JSON (bench/plot.py).
 """
 
 import argparse
@@ -15,7 +16,7 @@ from typing import List, Optional
 
 import torch
 
-from . import fp8_module, fp8_throughput, host_overhead, meta, python_layer, throughput
+from . import fp8_module, fp8_throughput, host_overhead, meta, plot, python_layer, throughput
 from .cases import REPO_ROOT, ROLES, ROUTINGS, load_cases, select_throughput_cases
 from .report import log, print_summary, write_json
 from .timing import make_timer
@@ -148,6 +149,9 @@ def main(argv=None) -> int:
     write_json(result, out_path)
     result["path"] = str(out_path)
     print_summary(result)
+    png = plot.draw(result, out_path.with_suffix(".png"))
+    if png is not None:
+        log(f"bench: plot {png}")
     return 0
 
 

@@ -9,6 +9,7 @@
 """
 
 import argparse
+import os
 import json
 import sys
 from pathlib import Path
@@ -66,7 +67,7 @@ def end_to_end_table(records, notes: Notes) -> Table:
     return ["case", "routing"] + names, rows, 2
 
 
-def render(result: dict, source: str = "") -> str:
+def render(result: dict, source: str = "", plot: str = "") -> str:
     meta = result.get("meta", {})
     notes = Notes()
     device = meta.get("device", "?")
@@ -97,6 +98,8 @@ def render(result: dict, source: str = "") -> str:
         out += [f"> {meta['note']}", ""]
     if meta.get("commit_note"):
         out += [f"> Commit: {meta['commit_note']}", ""]
+    if plot:
+        out += [f"![ratios to dense, every role and case]({plot})", ""]
 
     if result.get("throughput"):
         out += ["## Throughput", "",
@@ -191,7 +194,14 @@ def main(argv=None) -> int:
                         "figures) to add at the end")
     args = parser.parse_args(argv)
     path = Path(args.result) if args.result else newest_result()
-    text = render(json.loads(path.read_text()), source=path.name)
+    # The plot `python -m bench` draws beside its JSON, linked relative to
+    # the Markdown file when there is one.
+    png = path.with_suffix(".png")
+    plot = ""
+    if png.exists():
+        base = Path(args.write).resolve().parent if args.write else Path.cwd()
+        plot = os.path.relpath(png.resolve(), base)
+    text = render(json.loads(path.read_text()), source=path.name, plot=plot)
     if args.tuning:
         tune_path = Path(args.tuning)
         text += "\n" + render_tuning(json.loads(tune_path.read_text()), tune_path.name)
