@@ -409,3 +409,28 @@ def test_nvtx_ranges_on_cuda():
     assert diag["nvtx_enabled"] is diag["nvtx_compiled"]
     if not diag["nvtx_compiled"]:
         pytest.skip("this CUDA build found no nvtx3 headers: ranges compiled out")
+
+
+_FP8_LOG_SCRIPT = textwrap.dedent("""
+    import torch, grouped_linear as gl
+    m = gl.GroupedLinear(2, 32, 16, params_dtype=torch.float32, device="cpu")
+    x = torch.randn(12, 32, requires_grad=True)
+    with gl.autocast(recipe=gl.fp8.Float8CurrentScaling()):
+        y = m(x, [5, 7])
+    y.sum().backward()
+""")
+
+
+def test_log_level_info_says_when_fp8_is_emulated():
+    env = dict(os.environ)
+    env.pop("GROUPED_LINEAR_NVTX", None)
+    env["GROUPED_LINEAR_LOG_LEVEL"] = "info"
+    proc = subprocess.run([sys.executable, "-c", _FP8_LOG_SCRIPT], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "running the emulation" in line]
+    # The CPU engine has no FP8 kernels: each role says so, once.
+    for role in ("forward", "dgrad", "wgrad"):
+        mine = [line for line in lines if line.startswith(f"[grouped_linear info] FP8 {role}: "
+                                                           "engine cpu_reference")]
+        assert len(mine) == 1, proc.stderr

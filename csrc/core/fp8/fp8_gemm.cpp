@@ -9,6 +9,8 @@
 #include "core/cpu/float_convert.h"
 #include "core/error.h"
 #include "core/fp8/quantize_ops.h"
+#include "core/log.h"
+#include "core/nvtx.h"
 
 namespace grouped_linear {
 
@@ -359,30 +361,45 @@ void emulate_fp8_wgrad(GroupedGemmEngine& engine, const WgradProblem& p, const E
 
 // ---- dispatch -----------------------------------------------------------------
 
+namespace {
+// Which path ran, for GROUPED_LINEAR_LOG_LEVEL=info (each distinct line once).
+void log_emulation(const GroupedGemmEngine& engine, const char* role) {
+  GL_LOG_INFO("FP8 ", role, ": engine ", engine.name(),
+              " has no FP8 kernel for this problem (scaling, dtype or shape); "
+              "running the emulation (dequantize to float32, float32 product)");
+}
+}  // namespace
+
 void run_fp8_forward(GroupedGemmEngine& engine, const ForwardProblem& p, const ExecContext& ctx) {
+  nvtx::Range range("grouped_linear.fp8_forward");
   validate(p);
   if (engine.runs_fp8(p, ctx)) {
     engine.fp8_forward(p, ctx);
     return;
   }
+  log_emulation(engine, "forward");
   emulate_fp8_forward(engine, p, ctx);
 }
 
 void run_fp8_dgrad(GroupedGemmEngine& engine, const DgradProblem& p, const ExecContext& ctx) {
+  nvtx::Range range("grouped_linear.fp8_dgrad");
   validate(p);
   if (engine.runs_fp8(p, ctx)) {
     engine.fp8_dgrad(p, ctx);
     return;
   }
+  log_emulation(engine, "dgrad");
   emulate_fp8_dgrad(engine, p, ctx);
 }
 
 void run_fp8_wgrad(GroupedGemmEngine& engine, const WgradProblem& p, const ExecContext& ctx) {
+  nvtx::Range range("grouped_linear.fp8_wgrad");
   validate(p);
   if (engine.runs_fp8(p, ctx)) {
     engine.fp8_wgrad(p, ctx);
     return;
   }
+  log_emulation(engine, "wgrad");
   emulate_fp8_wgrad(engine, p, ctx);
 }
 

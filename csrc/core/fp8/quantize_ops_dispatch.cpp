@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/fp8/quantize_ops_backend.h"
+#include "core/nvtx.h"
 
 namespace grouped_linear::fp8 {
 namespace {
@@ -234,11 +235,13 @@ void register_quantize_ops(DeviceType type, const QuantizeOpsBackend* backend) {
 }
 
 void quantize_activation(const ActivationQuantize& request, const ExecContext& ctx) {
+  nvtx::Range range("grouped_linear.fp8_quantize_activation");
   validate(request, ctx);
   backend_for(ctx).quantize_activation(request, ctx);
 }
 
 void quantize_weight(const WeightQuantize& request, const ExecContext& ctx) {
+  nvtx::Range range("grouped_linear.fp8_quantize_weight");
   validate(request, ctx);
   backend_for(ctx).quantize_weight(request, ctx);
 }
@@ -257,6 +260,7 @@ void dequantize_weight(const QuantizedWeight& q, bool columnwise, const GroupedM
 
 void update_delayed_scaling(const DelayedScalingUpdate* sets, int count, int margin, AmaxAlgo algo,
                             bool check_finite, const ExecContext& ctx) {
+  nvtx::Range range("grouped_linear.fp8_delayed_scaling_update");
   validate(sets, count);
   backend_for(ctx).update_delayed_scaling(sets, count, margin, algo, check_finite, ctx);
 }
