@@ -13,14 +13,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Linear's [N, K] weight is the one-group case of [G, N, K].
-at::Tensor as_grouped_weight(const at::Tensor& weight) {
-  return weight.dim() == 2 ? weight.unsqueeze(0) : weight;
-}
-at::Tensor as_grouped_bias(const at::Tensor& bias) {
-  return bias.defined() && bias.dim() == 1 ? bias.unsqueeze(0) : bias;
-}
-
 // The output is allocated in the input's leading shape and the engine writes
 // a 2-D view of it, so the autograd output is a plain tensor (in-place ops on
 // it work) rather than a view.

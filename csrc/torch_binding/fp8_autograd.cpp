@@ -21,13 +21,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-at::Tensor as_grouped_weight(const at::Tensor& weight) {
-  return weight.dim() == 2 ? weight.unsqueeze(0) : weight;
-}
-at::Tensor as_grouped_bias(const at::Tensor& bias) {
-  return bias.defined() && bias.dim() == 1 ? bias.unsqueeze(0) : bias;
-}
-
 bool high_precision(at::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
 }

@@ -41,4 +41,13 @@ std::pair<at::Tensor, at::Tensor> grouped_wgrad(const at::Tensor& dy, const at::
 // names the expected last dimension in errors ("in_features").
 at::Tensor as_rows(const at::Tensor& t, int64_t cols, const char* arg_name, const char* cols_name);
 
+// Linear's [N, K] weight and [N] bias are the one-group case of [G, N, K]
+// and [G, N].
+inline at::Tensor as_grouped_weight(const at::Tensor& weight) {
+  return weight.dim() == 2 ? weight.unsqueeze(0) : weight;
+}
+inline at::Tensor as_grouped_bias(const at::Tensor& bias) {
+  return bias.defined() && bias.dim() == 1 ? bias.unsqueeze(0) : bias;
+}
+
 }  // namespace grouped_linear::torch_binding

@@ -59,12 +59,6 @@ using torch::autograd::variable_list;
 
 // ---- shared helpers ---------------------------------------------------------------
 
-at::Tensor grouped_weight(const at::Tensor& weight) {
-  return weight.dim() == 2 ? weight.unsqueeze(0) : weight;
-}
-at::Tensor grouped_bias(const at::Tensor& bias) {
-  return bias.defined() && bias.dim() == 1 ? bias.unsqueeze(0) : bias;
-}
 at::Tensor value_or_undefined(const std::optional<at::Tensor>& t) {
   return t.has_value() ? *t : at::Tensor();
 }
@@ -148,13 +142,13 @@ at::Tensor forward_kernel(const at::Tensor& inp, const at::Tensor& weight,
                           const std::optional<at::Tensor>& bias,
                           const std::optional<at::Tensor>& m_splits) {
   check_weight(weight, m_splits.has_value());
-  const at::Tensor w = grouped_weight(weight);
+  const at::Tensor w = as_grouped_weight(weight);
   const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
   const GroupSplits splits = kernel_splits(m_splits, inp, w);
   std::vector<int64_t> shape(inp.sizes().begin(), inp.sizes().end());
   shape.back() = w.size(1);
   at::Tensor y = at::empty(shape, x.options());
-  grouped_forward(x, w, grouped_bias(value_or_undefined(bias)), splits,
+  grouped_forward(x, w, as_grouped_bias(value_or_undefined(bias)), splits,
                   y.view({x.size(0), w.size(1)}));
   return y;
 }
@@ -171,7 +165,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_kernel(
     const at::Tensor& grad_output, const at::Tensor& inp, const at::Tensor& weight,
     const std::optional<at::Tensor>& m_splits, std::array<bool, 3> mask) {
   check_weight(weight, m_splits.has_value());
-  const at::Tensor w = grouped_weight(weight);
+  const at::Tensor w = as_grouped_weight(weight);
   const int64_t n = w.size(1);
   const GroupSplits splits = kernel_splits(m_splits, inp, w);
   const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
@@ -238,7 +232,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fp8_forwa
     int64_t state_handle, bool input_grad, bool weight_grad, bool save_original_input) {
   check_weight(weight, m_splits.has_value());
   const fp8::Recipe recipe = decode_recipe(recipe_codes);
-  const at::Tensor w = grouped_weight(weight);
+  const at::Tensor w = as_grouped_weight(weight);
   const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
   const GroupSplits splits = kernel_splits(m_splits, inp, w);
   if (!splits.device.defined())
@@ -263,7 +257,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fp8_forwa
     fp8::ForwardProblem problem;
     problem.x = xq.view();
     problem.w = wq.view();
-    problem.bias = bias_view(grouped_bias(value_or_undefined(bias)), "bias");
+    problem.bias = bias_view(as_grouped_bias(value_or_undefined(bias)), "bias");
     problem.y = matrix_view(y.view({x.size(0), w.size(1)}), "out");
     problem.splits = splits.view();
     fp8::run_fp8_forward(engine_for(to_core_device(x.device())), problem, exec_context(x.device()));

@@ -362,45 +362,42 @@ void emulate_fp8_wgrad(GroupedGemmEngine& engine, const WgradProblem& p, const E
 // ---- dispatch -----------------------------------------------------------------
 
 namespace {
-// Which path ran, for GROUPED_LINEAR_LOG_LEVEL=info (each distinct line once).
-void log_emulation(const GroupedGemmEngine& engine, const char* role) {
+
+// One role: validate, then the engine's FP8 kernels where it has them, else
+// the emulation (said once per distinct case at GROUPED_LINEAR_LOG_LEVEL=info).
+template <class Problem, class Native, class Emulate>
+void run_role(const char* range_name, const char* role, GroupedGemmEngine& engine, const Problem& p,
+              const ExecContext& ctx, Native native, Emulate emulate) {
+  nvtx::Range range(range_name);
+  validate(p);
+  if (engine.runs_fp8(p, ctx)) {
+    native();
+    return;
+  }
   GL_LOG_INFO("FP8 ", role, ": engine ", engine.name(),
               " has no FP8 kernel for this problem (scaling, dtype or shape); "
               "running the emulation (dequantize to float32, float32 product)");
+  emulate();
 }
+
 }  // namespace
 
 void run_fp8_forward(GroupedGemmEngine& engine, const ForwardProblem& p, const ExecContext& ctx) {
-  nvtx::Range range("grouped_linear.fp8_forward");
-  validate(p);
-  if (engine.runs_fp8(p, ctx)) {
-    engine.fp8_forward(p, ctx);
-    return;
-  }
-  log_emulation(engine, "forward");
-  emulate_fp8_forward(engine, p, ctx);
+  run_role(
+      "grouped_linear.fp8_forward", "forward", engine, p, ctx, [&] { engine.fp8_forward(p, ctx); },
+      [&] { emulate_fp8_forward(engine, p, ctx); });
 }
 
 void run_fp8_dgrad(GroupedGemmEngine& engine, const DgradProblem& p, const ExecContext& ctx) {
-  nvtx::Range range("grouped_linear.fp8_dgrad");
-  validate(p);
-  if (engine.runs_fp8(p, ctx)) {
-    engine.fp8_dgrad(p, ctx);
-    return;
-  }
-  log_emulation(engine, "dgrad");
-  emulate_fp8_dgrad(engine, p, ctx);
+  run_role(
+      "grouped_linear.fp8_dgrad", "dgrad", engine, p, ctx, [&] { engine.fp8_dgrad(p, ctx); },
+      [&] { emulate_fp8_dgrad(engine, p, ctx); });
 }
 
 void run_fp8_wgrad(GroupedGemmEngine& engine, const WgradProblem& p, const ExecContext& ctx) {
-  nvtx::Range range("grouped_linear.fp8_wgrad");
-  validate(p);
-  if (engine.runs_fp8(p, ctx)) {
-    engine.fp8_wgrad(p, ctx);
-    return;
-  }
-  log_emulation(engine, "wgrad");
-  emulate_fp8_wgrad(engine, p, ctx);
+  run_role(
+      "grouped_linear.fp8_wgrad", "wgrad", engine, p, ctx, [&] { engine.fp8_wgrad(p, ctx); },
+      [&] { emulate_fp8_wgrad(engine, p, ctx); });
 }
 
 }  // namespace fp8
