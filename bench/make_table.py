@@ -122,7 +122,9 @@ def render(result: dict, source: str = "", plot: str = "") -> str:
                 "GroupedLinear forward+backward (bias off), one step: autocast entered, "
                 "forward, autocast left (delayed scaling's step update), backward; "
                 "quantization included (`bench/fp8_module.py`). ms per step (median); in "
-                "brackets the speedup over bf16 in the same process.", "",
+                "brackets the speedup over bf16 in the same process. "
+                "`fp8_delayed_cached_weights` (where measured) is a later micro-batch of a "
+                "step, reusing the first one's FP8 weights (`is_first_microbatch=False`).", "",
                 render_markdown(end_to_end_table(result["fp8_end_to_end"], notes)), ""]
     if result.get("host_overhead"):
         out += ["## Host overhead", "",
