@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # One pass on a GPU machine: build (all cores), C++ tests, Python tests, then
 # the benchmark. Logs and the benchmark JSON go to $1 (default: gpu_results/).
-# Sections can be chosen with GL_STEPS (default "build cpp py bench").
+# Sections can be chosen with GL_STEPS (default "build cpp py bench demo";
+# demo: the MoE block example in bf16 and in FP8, beside plain PyTorch).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 RESULTS=${1:-gpu_results}
-STEPS=${GL_STEPS:-build cpp py bench}
+STEPS=${GL_STEPS:-build cpp py bench demo}
 mkdir -p "$RESULTS"
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 status=0
@@ -33,5 +34,11 @@ fi
 if step bench; then
   "$PY" -m bench --out "$RESULTS/bench.json" ${GL_BENCH_ARGS:-} > "$RESULTS/bench.log" 2>&1 || status=1
   tail -60 "$RESULTS/bench.log"
+fi
+if step demo; then
+  for mode in "" "--fp8"; do
+    "$PY" examples/moe_block.py --steps 300 $mode >> "$RESULTS/demo.log" 2>&1 || status=1
+  done
+  grep -E "^MoE block|mean step time" "$RESULTS/demo.log" | tee -a "$RESULTS/summary.txt"
 fi
 exit $status
