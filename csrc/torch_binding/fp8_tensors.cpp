@@ -99,43 +99,40 @@ QuantizeSpec backward_spec(const fp8::Recipe& r) {
   return s;
 }
 
+namespace {
+
+// One copy (row- or column-wise) of a quantized operand into its core view;
+// an absent copy keeps only the codes' dtype (its data pointer stays null).
+template <class CodesView, class MakeCodes>
+void view_copy(const at::Tensor& codes, const at::Tensor& scale_inv, const QuantizeSpec& spec,
+               int block_rows, MakeCodes make_codes, CodesView& out, fp8::ScaleView& out_scale) {
+  if (!codes.defined()) {
+    out.dtype = fp8::code_dtype(spec.format);
+    return;
+  }
+  out = make_codes(codes, spec.format);
+  out_scale = scale_view(scale_inv, spec.blockwise(), block_rows, spec.block_cols);
+}
+
+}  // namespace
+
 fp8::QuantizedActivation Fp8Activation::view() const {
   fp8::QuantizedActivation q;
   q.format = spec.format;
-  if (row.defined()) {
-    q.rowwise = code_matrix(row, spec.format);
-    q.rowwise_scale =
-        scale_view(row_scale_inv, spec.blockwise(), spec.activation_block_rows, spec.block_cols);
-  } else {
-    q.rowwise.dtype = fp8::code_dtype(spec.format);
-  }
-  if (col.defined()) {
-    q.columnwise = code_matrix(col, spec.format);
-    q.columnwise_scale =
-        scale_view(col_scale_inv, spec.blockwise(), spec.activation_block_rows, spec.block_cols);
-  } else {
-    q.columnwise.dtype = fp8::code_dtype(spec.format);
-  }
+  view_copy(row, row_scale_inv, spec, spec.activation_block_rows, code_matrix, q.rowwise,
+            q.rowwise_scale);
+  view_copy(col, col_scale_inv, spec, spec.activation_block_rows, code_matrix, q.columnwise,
+            q.columnwise_scale);
   return q;
 }
 
 fp8::QuantizedWeight Fp8Weight::view() const {
   fp8::QuantizedWeight q;
   q.format = spec.format;
-  if (row.defined()) {
-    q.rowwise = code_grouped(row, spec.format);
-    q.rowwise_scale =
-        scale_view(row_scale_inv, spec.blockwise(), spec.weight_block_rows, spec.block_cols);
-  } else {
-    q.rowwise.dtype = fp8::code_dtype(spec.format);
-  }
-  if (col.defined()) {
-    q.columnwise = code_grouped(col, spec.format);
-    q.columnwise_scale =
-        scale_view(col_scale_inv, spec.blockwise(), spec.weight_block_rows, spec.block_cols);
-  } else {
-    q.columnwise.dtype = fp8::code_dtype(spec.format);
-  }
+  view_copy(row, row_scale_inv, spec, spec.weight_block_rows, code_grouped, q.rowwise,
+            q.rowwise_scale);
+  view_copy(col, col_scale_inv, spec, spec.weight_block_rows, code_grouped, q.columnwise,
+            q.columnwise_scale);
   return q;
 }
 
