@@ -2,7 +2,8 @@
 # The reliability pass on a GPU machine (the package already built and
 # installed): fuzz (>= 1000 cases), memory, workspaces, determinism,
 # concurrency, the bad-input matrix, and compute-sanitizer (in the
-# background, concurrently), then RELIABILITY.md from the results.
+# background, concurrently), the initcheck attribution probe
+# (scripts/initcheck_probe.py), then RELIABILITY.md from the results.
 #
 #   scripts/reliability_gpu.sh RESULTS_DIR
 #
@@ -82,6 +83,12 @@ mkdir -p "$WORK/sanitize"
 printf '%s\t%s\t%s\t%s\n' sanitize "$san_rc" "" "$(tail -4 "$WORK/sanitize_summary.txt" | tr '\n' ' ')" \
   >> "$GL_RELIABILITY_OUT/steps.tsv"
 [ -f "$WORK/sanitize/sanitize.json" ] && cp "$WORK/sanitize/sanitize.json" "$GL_RELIABILITY_OUT/"
+# What initcheck's reports come from: one product per process, outputs
+# written by TMA stores, by a torch kernel first, or by cuBLAS.
+if [ "$HAS_CUDA" = 1 ]; then
+  timeout 240 "$PY" scripts/initcheck_probe.py "$WORK/probe" || status=1
+  [ -f "$WORK/probe/initcheck_probe.json" ] && cp "$WORK/probe/initcheck_probe.json" "$GL_RELIABILITY_OUT/"
+fi
 
 "$PY" scripts/reliability_report.py "$GL_RELIABILITY_OUT" --markdown "$RESULTS/RELIABILITY.md" \
   --json "$RESULTS/reliability.json" --total-seconds $(( $(date +%s) - START )) || status=1

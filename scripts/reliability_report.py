@@ -7,7 +7,8 @@
 RESULTS holds what the tests write under GL_RELIABILITY_OUT (fuzz.json,
 memory.json, workspaces.json, determinism.json, concurrency.json,
 bad_input.json), steps.tsv and environment.txt from
-scripts/reliability_gpu.sh, and sanitize.json from scripts/sanitize.sh.
+scripts/reliability_gpu.sh, sanitize.json from scripts/sanitize.sh and
+initcheck_probe.json from scripts/initcheck_probe.py.
 Sections without data are marked pending. Standard library only."""
 
 import argparse
@@ -16,7 +17,8 @@ import json
 import os
 import sys
 
-SECTIONS = ["fuzz", "memory", "workspaces", "determinism", "concurrency", "bad_input", "sanitize"]
+SECTIONS = ["fuzz", "memory", "workspaces", "determinism", "concurrency", "bad_input", "sanitize",
+            "initcheck_probe"]
 
 
 def load(folder):
@@ -250,6 +252,19 @@ def sanitize_section(d):
             "(delayed, current, block) through GroupedLinear at K,N = 64,48 (FP8 kernels) "
             "and 40,24 (emulated); every result compared with the CPU engine. memcheck and "
             "initcheck run with `PYTORCH_NO_CUDA_MEMORY_CACHING=1`.", ""]
+    probe = d.get("initcheck_probe")
+    if probe:
+        out += ["initcheck attribution (`scripts/initcheck_probe.py`: one bf16 product per "
+                "process under initcheck, its output copied to the host; \"prefilled\": the "
+                "output filled with NaN by a torch kernel first):", "",
+                "| probe | errors | host-API reports (cudaMemcpy source) | device reads | "
+                "result correct |", "|---|---|---|---|---|"]
+        for name, r in probe.items():
+            kernels = ", ".join(f"{k} ({n})" for k, n in r.get("device_reads_by_kernel", {}).items())
+            reads = f"{r.get('device_read_reports')}" + (f": {cell(kernels)}" if kernels else "")
+            out.append(f"| {name} | {r.get('errors')} | {r.get('host_api_reports')} | {reads} | "
+                       f"{'yes' if r.get('probe_ok') else 'NO'} |")
+        out.append("")
     return out
 
 
