@@ -8,7 +8,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "core/fp8/cuda/fp8_device.cuh"
 
@@ -76,41 +75,16 @@ __device__ __forceinline__ float block_scale(float block_amax, float fp8_max, bo
   return device_scale_from_amax(block_amax, fp8_max, 0, 1.f, power_2);
 }
 
-// Four consecutive input elements as one load: 16 bytes of fp32 or 8 bytes
-// of fp16/bf16 (two registers, unpacked only when used).
-template <int K>
-using Packed4 = std::conditional_t<K == kInF32, float4, uint2>;
-
-template <int K>
-__device__ __forceinline__ void unpack4(const Packed4<K>& q, typename Storage<K>::type (&raw)[4]) {
-  if constexpr (K == kInF32) {
-    raw[0] = q.x, raw[1] = q.y, raw[2] = q.z, raw[3] = q.w;
-  } else {
-    raw[0] = static_cast<uint16_t>(q.x), raw[1] = static_cast<uint16_t>(q.x >> 16);
-    raw[2] = static_cast<uint16_t>(q.y), raw[3] = static_cast<uint16_t>(q.y >> 16);
-  }
-}
-
 template <int K>
 __device__ __forceinline__ void load4(const typename Storage<K>::type* src,
                                       typename Storage<K>::type (&raw)[4]) {
-  unpack4<K>(__ldg(reinterpret_cast<const Packed4<K>*>(src)), raw);
-}
-
-// The elements of a row segment that exist (e < left), absent ones 0, packed.
-template <int K>
-__device__ __forceinline__ Packed4<K> load_segment(const typename Storage<K>::type* src, int left,
-                                                   bool vec) {
-  using S = typename Storage<K>::type;
-  if (vec && left >= 4) return __ldg(reinterpret_cast<const Packed4<K>*>(src));
-  S raw[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e) raw[e] = e < left ? src[e] : S(0);
   if constexpr (K == kInF32) {
-    return make_float4(raw[0], raw[1], raw[2], raw[3]);
+    const float4 q = __ldg(reinterpret_cast<const float4*>(src));
+    raw[0] = q.x, raw[1] = q.y, raw[2] = q.z, raw[3] = q.w;
   } else {
-    return make_uint2(raw[0] | (static_cast<uint32_t>(raw[1]) << 16),
-                      raw[2] | (static_cast<uint32_t>(raw[3]) << 16));
+    const uint2 q = __ldg(reinterpret_cast<const uint2*>(src));
+    raw[0] = static_cast<uint16_t>(q.x), raw[1] = static_cast<uint16_t>(q.x >> 16);
+    raw[2] = static_cast<uint16_t>(q.y), raw[3] = static_cast<uint16_t>(q.y >> 16);
   }
 }
 
@@ -126,13 +100,7 @@ __device__ void quantize_tile(const TileIO& io, float scale, Format format, bool
                               float& thread_amax, bool sums_on, float (&sums)[4]) {
   using S = typename Storage<K>::type;
   constexpr int kPitch = tile_pitch<K>();
-  // Rows a warp loads before it uses any: all 16 of its rows for 2-byte
-  // inputs (8 bytes a lane each, 32 KB a CTA in flight); 8 for fp32 and for
-  // 1 x 128 blocks, whose per-row scales need more registers (16 spill
-  // there under the kernels' 128-register bound). The kernels are bound by
-  // the bytes in flight: with 4 rows at a time they moved about 0.7-0.9 TB/s
-  // on an H200.
-  constexpr int kBatch = K == kInF32 || kScaling == kPerRowCol ? kRowsPerWarp / 2 : kRowsPerWarp;
+  constexpr int kBatch = 4;  // rows a warp holds in registers at a time
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const float fp8_max = format_info(format).max;
   const bool stage = io.col_out != nullptr || kScaling == kPerTile;
@@ -164,45 +132,49 @@ __device__ void quantize_tile(const TileIO& io, float scale, Format format, bool
   // rows at a time (absent values read as 0).
   float folded = 0.f;  // kPerTile: this warp's rows' segment amaxes, folded
   for (int i0 = 0; i0 < kRowsPerWarp; i0 += kBatch) {
-    Packed4<K> packed[kBatch];
+    float v[kBatch][4];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {  // loads only: all of them in flight together
+    for (int b = 0; b < kBatch; ++b) {
       const int r = warp + kWarps * (i0 + b);
-      packed[b] = Packed4<K>{};
-      if (r < io.nr && left > 0)
-        packed[b] =
-            load_segment<K>(static_cast<const S*>(io.in) + r * io.in_stride + c, left, io.vec_in);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[b][e] = 0.f;
+      if (r < io.nr && left > 0) {
+        const S* src = static_cast<const S*>(io.in) + r * io.in_stride + c;
+        S raw[4];
+        if (io.vec_in && full) {
+          load4<K>(src, raw);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) raw[e] = e < left ? src[e] : S(0);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (e < left) {
+            v[b][e] = widen<K>(raw[e]);
+            if (stage) tile[r * kPitch + c + e] = raw[e];
+          }
+      }
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
       const int r = warp + kWarps * (i0 + b);
-      float v[4];
-      {
-        S raw[4];
-        unpack4<K>(packed[b], raw);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          v[e] = widen<K>(raw[e]);  // absent elements were loaded as 0
-          if (stage && r < io.nr && e < left) tile[r * kPitch + c + e] = raw[e];
-        }
-      }
       if (track)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) thread_amax = merge_amax(thread_amax, fabsf(v[e]));
+        for (int e = 0; e < 4; ++e) thread_amax = merge_amax(thread_amax, fabsf(v[b][e]));
       if (sums_on)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) sums[e] += v[e];
+        for (int e = 0; e < 4; ++e) sums[e] += v[b][e];
       if (r >= io.nr) continue;  // warp-uniform
       if constexpr (kScaling == kPerTile) {
         // quantize_blockwise folds its rows' segment amaxes in any order.
-        folded = fold_block_amax(folded, warp_segment_amax(v));
+        folded = fold_block_amax(folded, warp_segment_amax(v[b]));
       } else if (io.row_out != nullptr) {
         float s = scale;
         if constexpr (kScaling == kPerRowCol) {
-          s = block_scale(fold_block_amax(0.f, warp_segment_amax(v)), fp8_max, power_2);
+          s = block_scale(fold_block_amax(0.f, warp_segment_amax(v[b])), fp8_max, power_2);
           if (lane == 0) io.row_scale[r * io.row_scale_stride] = host_recip(s);
         }
-        store_row(r, v, s);
+        store_row(r, v[b], s);
       }
     }
   }
