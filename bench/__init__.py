@@ -16,4 +16,5 @@ Modules, one concern each:
   meta.py           date, commit, versions, device, engine
   report.py         JSON output and table rows, printed as text
   make_table.py     BENCHMARKS.md (Markdown) from a result JSON
+  quantize_probe.py the FP8 weight quantization's time and bandwidth (a diagnostic)
 """

@@ -14,11 +14,18 @@ copies the result to the host:
   sm90_forward_empty      sm90_grouped forward into torch.empty
   sm90_forward_prefilled  the same output first filled with NaN by a torch kernel
   sm90_wgrad_empty        sm90_grouped wgrad into torch.empty
-  cublas_forward_empty    the cuBLAS engine (ordinary stores) into torch.empty
+  cublas_forward_empty    the cuBLAS engine into torch.empty
+  sm90_forward_recycled   sm90_grouped forward with torch's caching allocator
+                          on, after 256 MB were filled by a torch kernel and
+                          freed: every buffer (the engine's workspace too)
+                          then lies in memory the tool counts as written
 
-and checks the result against the CPU engine. If the empty sm90 probes are
-reported and the prefilled and cuBLAS ones are not, the reports come from
-the TMA-stored outputs, not from elements left unwritten.
+and checks the result against the CPU engine. Host-API reports that the
+prefilled probe lacks come from outputs the tool did not see written; device
+reads that the recycled probe lacks come from a buffer the kernel reads
+before anything the tool tracks has written it (the operands and the
+argument arrays are written by copies and ordinary stores, so the workspace
+of CUTLASS's tensor maps is the candidate).
 
     python scripts/initcheck_probe.py OUT_DIR        # all probes, summary + JSON
     python scripts/initcheck_probe.py --probe NAME   # one probe (what the tool runs)
@@ -35,7 +42,7 @@ import sys
 G, T, K, N = 4, 96, 64, 48
 SPLITS = [30, 0, 50, 16]
 PROBES = ("sm90_forward_empty", "sm90_forward_prefilled", "sm90_wgrad_empty",
-          "cublas_forward_empty")
+          "cublas_forward_empty", "sm90_forward_recycled")
 
 
 def run_probe(name: str) -> int:
@@ -43,6 +50,9 @@ def run_probe(name: str) -> int:
 
     from grouped_linear import ops
 
+    if name.endswith("recycled"):  # initialized memory for the caching allocator to hand out
+        block = torch.zeros(64 * 2**20, dtype=torch.float32, device="cuda")
+        del block
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(T, K, generator=gen).bfloat16()
     w = (torch.randn(G, N, K, generator=gen) / 8).bfloat16()
@@ -104,7 +114,8 @@ def main() -> int:
         cmd = [cs, "--tool", "initcheck", "--report-api-errors", "no", "--show-backtrace", "no",
                "--print-limit", "100000", sys.executable, os.path.abspath(__file__), "--probe",
                name]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        probe_env = dict(os.environ) if name.endswith("recycled") else env
+        done = subprocess.run(cmd, env=probe_env, capture_output=True, text=True, timeout=300)
         text = done.stdout + done.stderr
         with open(os.path.join(args.out_dir, f"initcheck_probe_{name}.log"), "w") as f:
             f.write(text)
