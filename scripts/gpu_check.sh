@@ -33,6 +33,8 @@ if step py; then
 fi
 if step bench; then
   "$PY" -m bench --out "$RESULTS/bench.json" ${GL_BENCH_ARGS:-} > "$RESULTS/bench.log" 2>&1 || status=1
+  # The FP8 weight quantization's time and bandwidth (a diagnostic, bench/quantize_probe.py).
+  "$PY" -m bench.quantize_probe >> "$RESULTS/bench.log" 2>&1 || status=1
   tail -60 "$RESULTS/bench.log"
 fi
 if step demo; then
