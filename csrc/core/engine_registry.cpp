@@ -82,8 +82,8 @@ void set_engine_override(DeviceType device_type, const std::string& name) {
   if (!name.empty()) {
     engine = find(r.engines[slot(device_type)], name);
     GL_CHECK_VALUE(engine != nullptr, "engine: '", name, "' is not available for ",
-                   device_type_name(device_type), "; expected one of: ",
-                   join_names(r.engines[slot(device_type)]));
+                   device_type_name(device_type),
+                   "; expected one of: ", join_names(r.engines[slot(device_type)]));
   }
   r.override_engine[slot(device_type)].store(engine, std::memory_order_release);
 }
@@ -101,8 +101,8 @@ GroupedGemmEngine& engine_by_name(DeviceType device_type, const std::string& nam
   std::lock_guard<std::mutex> lock(r.mutex);
   GroupedGemmEngine* engine = find(r.engines[slot(device_type)], name);
   GL_CHECK_VALUE(engine != nullptr, "engine: '", name, "' is not available for ",
-                 device_type_name(device_type), "; expected one of: ",
-                 join_names(r.engines[slot(device_type)]));
+                 device_type_name(device_type),
+                 "; expected one of: ", join_names(r.engines[slot(device_type)]));
   return *engine;
 }
 

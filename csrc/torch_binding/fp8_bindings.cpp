@@ -63,19 +63,20 @@ fp8::Recipe make_recipe(const std::string& kind, const std::string& format, int 
 }
 
 const char* kind_name(fp8::RecipeKind k) {
-  return k == fp8::RecipeKind::kDelayed ? "delayed" : k == fp8::RecipeKind::kCurrent ? "current"
-                                                                                     : "block";
+  return k == fp8::RecipeKind::kDelayed   ? "delayed"
+         : k == fp8::RecipeKind::kCurrent ? "current"
+                                          : "block";
 }
 const char* format_choice_name(fp8::FormatChoice f) {
-  return f == fp8::FormatChoice::kE4M3 ? "E4M3" : f == fp8::FormatChoice::kE5M2 ? "E5M2"
-                                                                                 : "HYBRID";
+  return f == fp8::FormatChoice::kE4M3 ? "E4M3" : f == fp8::FormatChoice::kE5M2 ? "E5M2" : "HYBRID";
 }
 
 // The CPU reference takes contiguous float32 CPU tensors; GPU kernels come
 // with the FP8 engine.
 at::Tensor cpu_float(const at::Tensor& x, const char* name) {
-  GL_CHECK_VALUE(x.device().is_cpu(), name, ": got a tensor on ", x.device().str(),
-                 ", expected a CPU tensor (FP8 quantization runs on the CPU reference only so far)");
+  GL_CHECK_VALUE(
+      x.device().is_cpu(), name, ": got a tensor on ", x.device().str(),
+      ", expected a CPU tensor (FP8 quantization runs on the CPU reference only so far)");
   GL_CHECK_TYPE(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16 ||
                     x.scalar_type() == at::kHalf,
                 name, ": got dtype ", c10::toString(x.scalar_type()),
@@ -120,9 +121,8 @@ fp8::BlockLayout layout_of(const at::Tensor& t, int64_t block_rows, int64_t bloc
 }
 
 std::tuple<at::Tensor, at::Tensor> quantize_blockwise(const at::Tensor& x,
-                                                      const std::string& format,
-                                                      int64_t block_rows, int64_t block_cols,
-                                                      bool power_2_scales) {
+                                                      const std::string& format, int64_t block_rows,
+                                                      int64_t block_cols, bool power_2_scales) {
   const at::Tensor xf = cpu_float(x, "x");
   const fp8::BlockLayout l = layout_of(xf, block_rows, block_cols);
   at::Tensor q = at::empty(xf.sizes(), xf.options().dtype(at::kByte));
@@ -133,8 +133,7 @@ std::tuple<at::Tensor, at::Tensor> quantize_blockwise(const at::Tensor& x,
 }
 
 at::Tensor dequantize_blockwise(const at::Tensor& q, const at::Tensor& scale_inv,
-                                const std::string& format, int64_t block_rows,
-                                int64_t block_cols) {
+                                const std::string& format, int64_t block_rows, int64_t block_cols) {
   const at::Tensor qb = cpu_bytes(q, "q");
   const fp8::BlockLayout l = layout_of(qb, block_rows, block_cols);
   const at::Tensor s = cpu_float(scale_inv, "scale_inv");
@@ -153,9 +152,7 @@ double scale_from_amax(double amax, const std::string& format, int margin, doubl
                               margin, static_cast<float>(previous_scale), power_2);
 }
 
-double format_max(const std::string& format) {
-  return fp8::format_info(parse_format(format)).max;
-}
+double format_max(const std::string& format) { return fp8::format_info(parse_format(format)).max; }
 
 // In place on CPU float32 tensors: history [H, n], scale [n], scale_inv [n].
 void update_delayed_scaling(at::Tensor& history, at::Tensor& scale, at::Tensor& scale_inv,
@@ -171,22 +168,22 @@ void update_delayed_scaling(at::Tensor& history, at::Tensor& scale, at::Tensor& 
   GL_CHECK_VALUE(history.dim() == 2, "amax_history: got shape ", history.sizes(),
                  ", expected [history_len, num_tensors]");
   const int64_t n = history.size(1);
-  GL_CHECK_VALUE(scale.dim() == 1 && scale.size(0) == n && scale_inv.dim() == 1 &&
-                     scale_inv.size(0) == n,
-                 "scale / scale_inv: got shapes ", scale.sizes(), " and ", scale_inv.sizes(),
-                 ", expected [", n, "] (one per history column)");
+  GL_CHECK_VALUE(
+      scale.dim() == 1 && scale.size(0) == n && scale_inv.dim() == 1 && scale_inv.size(0) == n,
+      "scale / scale_inv: got shapes ", scale.sizes(), " and ", scale_inv.sizes(), ", expected [",
+      n, "] (one per history column)");
   GL_CHECK_VALUE(amax_compute_algo == "max" || amax_compute_algo == "most_recent",
-                 "amax_compute_algo: got '", amax_compute_algo, "', expected 'max' or 'most_recent'");
+                 "amax_compute_algo: got '", amax_compute_algo,
+                 "', expected 'max' or 'most_recent'");
   fp8::DelayedScalingGroup g;
   g.history = history.data_ptr<float>();
   g.scale = scale.data_ptr<float>();
   g.scale_inv = scale_inv.data_ptr<float>();
   g.history_len = history.size(0);
   g.num_tensors = n;
-  fp8::update_delayed_scaling(g, fp8::format_info(parse_format(format)).max, margin,
-                              amax_compute_algo == "max" ? fp8::AmaxAlgo::kMax
-                                                         : fp8::AmaxAlgo::kMostRecent,
-                              check_finite);
+  fp8::update_delayed_scaling(
+      g, fp8::format_info(parse_format(format)).max, margin,
+      amax_compute_algo == "max" ? fp8::AmaxAlgo::kMax : fp8::AmaxAlgo::kMostRecent, check_finite);
 }
 
 void autocast_push(bool enabled, const fp8::Recipe& recipe) {

@@ -19,9 +19,10 @@ namespace {
 namespace py = pybind11;
 
 fp8::Format format_of(const at::Tensor& codes, const char* name) {
-  GL_CHECK_TYPE(codes.scalar_type() == at::kFloat8_e4m3fn || codes.scalar_type() == at::kFloat8_e5m2,
-                name, ": dtype ", c10::toString(codes.scalar_type()),
-                " is not supported; expected torch.float8_e4m3fn or torch.float8_e5m2");
+  GL_CHECK_TYPE(
+      codes.scalar_type() == at::kFloat8_e4m3fn || codes.scalar_type() == at::kFloat8_e5m2, name,
+      ": dtype ", c10::toString(codes.scalar_type()),
+      " is not supported; expected torch.float8_e4m3fn or torch.float8_e5m2");
   return codes.scalar_type() == at::kFloat8_e4m3fn ? fp8::Format::kE4M3 : fp8::Format::kE5M2;
 }
 
@@ -141,8 +142,8 @@ at::Tensor fp8_dgrad(const at::Tensor& dy, const at::Tensor& dy_scale_inv, const
 
 at::Tensor fp8_wgrad(const at::Tensor& dy_t, const at::Tensor& dy_scale_inv, const at::Tensor& x_t,
                      const at::Tensor& x_scale_inv, const at::Tensor& m_splits, int64_t total_rows,
-                     const std::optional<at::Tensor>& out, bool accumulate, at::ScalarType out_dtype,
-                     const std::string& engine) {
+                     const std::optional<at::Tensor>& out, bool accumulate,
+                     at::ScalarType out_dtype, const std::string& engine) {
   GL_CHECK_VALUE(dy_t.dim() == 2 && x_t.dim() == 2 && dy_t.size(1) == x_t.size(1),
                  "grad_output_t, inp_t: expected [N, P] and [K, P] column-wise copies, got ",
                  dy_t.sizes(), " and ", x_t.sizes());

@@ -10,9 +10,9 @@
 #include "torch_binding/engines.h"
 #include "torch_binding/fp8_autograd.h"
 #include "torch_binding/fp8_bindings.h"
+#include "torch_binding/fp8_gemm_ops.h"
 #include "torch_binding/fp8_state.h"
 #include "torch_binding/fp8_tensors.h"
-#include "torch_binding/fp8_gemm_ops.h"
 #include "torch_binding/grouped_ops.h"
 #include "torch_binding/op_registration.h"
 #include "torch_binding/python_errors.h"
@@ -87,8 +87,7 @@ Fp8Call make_fp8_call(const std::shared_ptr<Fp8ModuleState>& state, py::handle f
 
 at::Tensor py_grouped_linear(const at::Tensor& inp, const at::Tensor& weight,
                              const std::optional<at::Tensor>& bias, py::handle m_splits,
-                             const std::optional<at::Tensor>& main_grad,
-                             const LinearConfig& config,
+                             const std::optional<at::Tensor>& main_grad, const LinearConfig& config,
                              const std::shared_ptr<Fp8ModuleState>& fp8_state,
                              py::handle is_first_microbatch) {
   GL_CHECK_VALUE(weight.dim() == 3,
@@ -186,7 +185,8 @@ void set_override(const std::string& device_type, const std::string& name) {
   set_engine_override(parse_device_type(device_type), name);
 }
 
-std::vector<std::string> kernel_names_for(const std::string& device_type, const std::string& engine) {
+std::vector<std::string> kernel_names_for(const std::string& device_type,
+                                          const std::string& engine) {
   return engine_by_name(parse_device_type(device_type), engine).kernel_names();
 }
 

@@ -27,8 +27,9 @@ Device to_core_device(const at::Device& device) {
                  " is not supported; expected cpu or cuda");
   // "cuda" without an index means the current device, as in torch.
   const c10::DeviceIndex index =
-      device.has_index() ? device.index()
-                         : c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice().index();
+      device.has_index()
+          ? device.index()
+          : c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getDevice().index();
   return Device{DeviceType::kCUDA, index};
 }
 

@@ -39,7 +39,8 @@ TEST(EngineRegistry, OverrideChangesWhileOtherThreadsLookUp) {
         if (std::string(engine_for(kCpu).name()) != "cpu_reference") wrong.fetch_add(1);
       }
     });
-  for (int i = 0; i < 20000; ++i) set_engine_override(DeviceType::kCPU, i % 2 ? "cpu_reference" : "");
+  for (int i = 0; i < 20000; ++i)
+    set_engine_override(DeviceType::kCPU, i % 2 ? "cpu_reference" : "");
   stop.store(true);
   for (auto& t : readers) t.join();
   set_engine_override(DeviceType::kCPU, "");

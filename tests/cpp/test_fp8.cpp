@@ -34,8 +34,8 @@ TEST(Fp8Format, EveryFiniteCodeRoundTrips) {
 
 TEST(Fp8Format, KnownValues) {
   EXPECT_EQ(from_fp8(0x7E, Format::kE4M3), 448.f);
-  EXPECT_EQ(from_fp8(0x01, Format::kE4M3), std::ldexp(1.f, -9));   // smallest subnormal
-  EXPECT_EQ(from_fp8(0x08, Format::kE4M3), std::ldexp(1.f, -6));   // smallest normal
+  EXPECT_EQ(from_fp8(0x01, Format::kE4M3), std::ldexp(1.f, -9));  // smallest subnormal
+  EXPECT_EQ(from_fp8(0x08, Format::kE4M3), std::ldexp(1.f, -6));  // smallest normal
   EXPECT_EQ(from_fp8(0x7B, Format::kE5M2), 57344.f);
   EXPECT_EQ(from_fp8(0x01, Format::kE5M2), std::ldexp(1.f, -16));
   EXPECT_TRUE(std::isinf(from_fp8(0x7C, Format::kE5M2)));

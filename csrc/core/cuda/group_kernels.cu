@@ -27,8 +27,8 @@ struct DeviceRows {
   bool sizes_int64;
   int64_t total_rows;
   __device__ int64_t size(int g) const {
-    const int64_t v = sizes_int64 ? static_cast<const int64_t*>(sizes)[g]
-                                  : static_cast<const int32_t*>(sizes)[g];
+    const int64_t v =
+        sizes_int64 ? static_cast<const int64_t*>(sizes)[g] : static_cast<const int32_t*>(sizes)[g];
     return v < 0 ? 0 : v;
   }
   __device__ void rows(int local, int64_t* begin, int64_t* end) const {
@@ -37,7 +37,8 @@ struct DeviceRows {
     const int threads = blockDim.x * blockDim.y;
     int64_t sum = 0;
     for (int g = lane; g < local; g += threads) sum += size(g);
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    for (int offset = 16; offset > 0; offset /= 2)
+      sum += __shfl_down_sync(0xffffffffu, sum, offset);
     if (lane % 32 == 0) partial[lane / 32] = sum;
     __syncthreads();
     int64_t before = 0;
@@ -85,7 +86,8 @@ __global__ void fill_bias_rows_kernel(Out* y, int64_t y_stride, const Bias* bias
   const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (col >= n) return;
   const Out value = from_float<Out>(to_float(bias[(group0 + local) * bias_group_stride + col]));
-  for (int64_t row = begin + blockIdx.z; row < end; row += gridDim.z) y[row * y_stride + col] = value;
+  for (int64_t row = begin + blockIdx.z; row < end; row += gridDim.z)
+    y[row * y_stride + col] = value;
 }
 
 // grid: (column tiles of 32, groups); block: 32 columns x 8 row lanes.

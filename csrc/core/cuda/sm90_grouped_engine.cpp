@@ -36,7 +36,8 @@ bool shape_fits(int64_t n, int64_t k, const GroupSizes& splits) {
 
 // The epilogue reads group g's bias at bias + g * N, in the output dtype.
 bool bias_fits(const GroupedMatrixView& bias, const MatrixView& y) {
-  return bias.dtype == y.dtype && bias.rows == 1 && bias.cols == y.cols && bias.group_stride == y.cols;
+  return bias.dtype == y.dtype && bias.rows == 1 && bias.cols == y.cols &&
+         bias.group_stride == y.cols;
 }
 
 // For GROUPED_LINEAR_LOG_LEVEL=info: the kernel that runs and what it was
@@ -238,11 +239,12 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
   void forward(const ForwardProblem& p, const ExecContext& ctx) override {
     const KernelEntry* kernel =
         pick(Role::kForward, p.x.dtype, p.y.dtype, p.splits, p.x.rows, p.w.rows, p.w.cols);
-    if (kernel == nullptr || !shape_fits(p.w.rows, p.w.cols, p.splits) || !packed(p.x) || !packed(p.y) ||
-        !packed(p.w) || (p.bias.present && !bias_fits(p.bias, p.y)) || !available(ctx.device)) {
-      GL_LOG_INFO("forward: sm90_grouped fell back to cublas: ",
-                  cublas_reason(available(ctx.device), kernel, p.x.dtype, p.w.rows, p.w.cols,
-                                p.splits));
+    if (kernel == nullptr || !shape_fits(p.w.rows, p.w.cols, p.splits) || !packed(p.x) ||
+        !packed(p.y) || !packed(p.w) || (p.bias.present && !bias_fits(p.bias, p.y)) ||
+        !available(ctx.device)) {
+      GL_LOG_INFO(
+          "forward: sm90_grouped fell back to cublas: ",
+          cublas_reason(available(ctx.device), kernel, p.x.dtype, p.w.rows, p.w.cols, p.splits));
       cublas_engine().forward(p, ctx);
       return;
     }
@@ -261,9 +263,9 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
         pick(Role::kDgrad, p.dy.dtype, p.dx.dtype, p.splits, p.dy.rows, p.w.rows, p.w.cols);
     if (kernel == nullptr || !shape_fits(p.w.rows, p.w.cols, p.splits) || !packed(p.dy) ||
         !packed(p.dx) || !packed(p.w) || !available(ctx.device)) {
-      GL_LOG_INFO("dgrad: sm90_grouped fell back to cublas: ",
-                  cublas_reason(available(ctx.device), kernel, p.dy.dtype, p.w.rows, p.w.cols,
-                                p.splits));
+      GL_LOG_INFO(
+          "dgrad: sm90_grouped fell back to cublas: ",
+          cublas_reason(available(ctx.device), kernel, p.dy.dtype, p.w.rows, p.w.cols, p.splits));
       cublas_engine().dgrad(p, ctx);
       return;
     }
@@ -282,9 +284,9 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
         pick(Role::kWgrad, p.x.dtype, out, p.splits, p.x.rows, p.dy.cols, p.x.cols);
     if (kernel == nullptr || !shape_fits(p.dy.cols, p.x.cols, p.splits) || !packed(p.dy) ||
         !packed(p.x) || (p.dw.present && !packed(p.dw)) || !available(ctx.device)) {
-      GL_LOG_INFO("wgrad: sm90_grouped fell back to cublas: ",
-                  cublas_reason(available(ctx.device), kernel, p.x.dtype, p.dy.cols, p.x.cols,
-                                p.splits));
+      GL_LOG_INFO(
+          "wgrad: sm90_grouped fell back to cublas: ",
+          cublas_reason(available(ctx.device), kernel, p.x.dtype, p.dy.cols, p.x.cols, p.splits));
       cublas_engine().wgrad(p, ctx);
       return;
     }

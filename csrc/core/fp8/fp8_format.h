@@ -61,8 +61,9 @@ GL_HOST_DEVICE inline uint8_t to_fp8(float x, Format format) {
   const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80);
   const uint32_t exponent = (u >> 23) & 0xFF;
   const uint32_t mantissa = u & 0x7FFFFF;
-  if (exponent == 0xFF) return mantissa != 0 ? static_cast<uint8_t>(sign | 0x7F)  // NaN
-                                             : static_cast<uint8_t>(sign | f.max_code);
+  if (exponent == 0xFF)
+    return mantissa != 0 ? static_cast<uint8_t>(sign | 0x7F)  // NaN
+                         : static_cast<uint8_t>(sign | f.max_code);
   if (exponent == 0) return sign;  // float zeros and subnormals are far below fp8's smallest step
 
   // |x| = significand * 2^(e - 23) with a 24-bit significand.
@@ -81,11 +82,13 @@ GL_HOST_DEVICE inline uint8_t to_fp8(float x, Format format) {
 
   uint32_t code;
   if (e < min_normal_exponent) {
-    code = static_cast<uint32_t>(rounded);  // subnormal; rounding up to 1 << M is the smallest normal
+    code =
+        static_cast<uint32_t>(rounded);  // subnormal; rounding up to 1 << M is the smallest normal
   } else {
     const uint32_t biased = static_cast<uint32_t>(e + f.bias);
     // rounded is in [2^M, 2^(M+1)]; a carry out of the fraction bumps the exponent.
-    code = (biased << f.mantissa_bits) + static_cast<uint32_t>(rounded - (uint64_t{1} << f.mantissa_bits));
+    code = (biased << f.mantissa_bits) +
+           static_cast<uint32_t>(rounded - (uint64_t{1} << f.mantissa_bits));
   }
   if (code > f.max_code) code = f.max_code;
   return static_cast<uint8_t>(sign | code);

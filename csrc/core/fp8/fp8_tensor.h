@@ -65,14 +65,15 @@ struct ScaleView {
 //                 column_block_capacity(T, G) floats.
 struct QuantizedActivation {
   Format format = Format::kE4M3;
-  MatrixView rowwise;     // codes (dtype kFloat8E4M3/kFloat8E5M2); rowwise.data null when absent
+  MatrixView rowwise;  // codes (dtype kFloat8E4M3/kFloat8E5M2); rowwise.data null when absent
   ScaleView rowwise_scale;
   MatrixView columnwise;  // codes [C, padded]; columnwise.data null when absent
   ScaleView columnwise_scale;
 };
 
 inline int64_t column_block_capacity(int64_t total_rows, int64_t num_groups, int block = 128) {
-  return (total_rows + block - 1) / block + num_groups;  // each group adds at most one partial block
+  return (total_rows + block - 1) / block +
+         num_groups;  // each group adds at most one partial block
 }
 
 // Grouped weights W [G, N, K]: row-wise [G][N, K] for fwd, column-wise

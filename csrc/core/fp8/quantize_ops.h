@@ -50,8 +50,8 @@ struct ScaleState {
 // input, accumulated in fp32 from the unquantized values: the bias gradient
 // without a second pass over dY.
 struct ActivationQuantize {
-  MatrixView input;    // [T, C], float32 / float16 / bfloat16
-  GroupSizes splits;   // needed for the column-wise copy and dbias
+  MatrixView input;   // [T, C], float32 / float16 / bfloat16
+  GroupSizes splits;  // needed for the column-wise copy and dbias
   RecipeKind kind = RecipeKind::kDelayed;
   Format format = Format::kE4M3;
   int margin = 0;

@@ -20,12 +20,12 @@ enum class AmaxAlgo : uint8_t { kMax, kMostRecent };
 struct Recipe {
   RecipeKind kind = RecipeKind::kDelayed;
   FormatChoice format = FormatChoice::kHybrid;
-  int margin = 0;                  // scale = fp8_max / amax / 2^margin
-  int amax_history_len = 1024;     // delayed scaling only
+  int margin = 0;               // scale = fp8_max / amax / 2^margin
+  int amax_history_len = 1024;  // delayed scaling only
   AmaxAlgo amax_compute_algo = AmaxAlgo::kMax;
-  bool power_2_scales = false;     // block scaling: true (scales are powers of two)
-  int activation_block_rows = 1;   // block scaling: 1x128 tiles for activations and gradients
-  int weight_block_rows = 128;     //                128x128 tiles for weights
+  bool power_2_scales = false;    // block scaling: true (scales are powers of two)
+  int activation_block_rows = 1;  // block scaling: 1x128 tiles for activations and gradients
+  int weight_block_rows = 128;    //                128x128 tiles for weights
   int block_cols = 128;
 };
 

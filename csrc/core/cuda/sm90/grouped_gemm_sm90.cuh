@@ -5,10 +5,10 @@
 // Each instantiation lives in its own .cu file so they compile in parallel.
 #pragma once
 
-#include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
-#include <cutlass/detail/blockwise_scale_layout.hpp>
 #include <cutlass/device_kernel.h>
+#include <cute/tensor.hpp>
+#include <cutlass/detail/blockwise_scale_layout.hpp>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
 #include <cutlass/gemm/group_array_problem_shape.hpp>
@@ -168,7 +168,8 @@ template <class TileShape, class ElementOut>
 using ScaleBiasFusion = cutlass::epilogue::fusion::Sm90EVT<
     cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, ElementOut, float,
                                            cutlass::FloatRoundStyle::round_to_nearest>,
-    cutlass::epilogue::fusion::Sm90ScalarBroadcastPtrArray<float, cute::Stride<cute::_0, cute::_0, int64_t>>,
+    cutlass::epilogue::fusion::Sm90ScalarBroadcastPtrArray<
+        float, cute::Stride<cute::_0, cute::_0, int64_t>>,
     cutlass::epilogue::fusion::Sm90AccFetch,
     cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, ElementOut*, float,
                                                 cute::Stride<cute::_0, cute::_1, cute::_0>>>;
@@ -249,7 +250,7 @@ struct GroupedGemm {
     StrideB* stride_b;
     StrideC* stride_c;
     StrideD* stride_d;
-    float* alpha;   // FP8: per-group dequantization factor, a_scale_inv * b_scale_inv
+    float* alpha;  // FP8: per-group dequantization factor, a_scale_inv * b_scale_inv
     // Block-scaled FP8: each group's first scale of A and B, and their layouts.
     const float** ptr_sfa;
     const float** ptr_sfb;
@@ -319,7 +320,9 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
     const int lane = threadIdx.x;
     const int chunk = (groups + 31) / 32;
     const int first = lane * chunk, last = min(first + chunk, groups);
-    auto padded = [](int64_t rows) { return (rows + GG::kGroupAlign - 1) / GG::kGroupAlign * GG::kGroupAlign; };
+    auto padded = [](int64_t rows) {
+      return (rows + GG::kGroupAlign - 1) / GG::kGroupAlign * GG::kGroupAlign;
+    };
     auto blocks = [](int64_t rows) { return (rows + 127) / 128; };
     int64_t sum = 0, padded_sum = 0, block_sum = 0;
     for (int g = first; g < last; ++g) {
@@ -389,8 +392,10 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
       }
     }
     out.problems[g] = cute::make_shape(gm, gn, gk);
-    auto stride_a = cutlass::make_cute_packed_stride(typename GG::StrideA{}, cute::make_shape(gm, gk, 1));
-    auto stride_b = cutlass::make_cute_packed_stride(typename GG::StrideB{}, cute::make_shape(gn, gk, 1));
+    auto stride_a =
+        cutlass::make_cute_packed_stride(typename GG::StrideA{}, cute::make_shape(gm, gk, 1));
+    auto stride_b =
+        cutlass::make_cute_packed_stride(typename GG::StrideB{}, cute::make_shape(gn, gk, 1));
     if constexpr (GG::kPaddedGroups) {
       // Rows of the column-wise copies are padded_columns apart (the zero
       // operand of an empty group is packed: kEmptyK apart).
@@ -401,8 +406,10 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
     }
     out.stride_a[g] = stride_a;
     out.stride_b[g] = stride_b;
-    out.stride_c[g] = cutlass::make_cute_packed_stride(typename GG::StrideC{}, cute::make_shape(gm, gn, 1));
-    out.stride_d[g] = cutlass::make_cute_packed_stride(typename GG::StrideD{}, cute::make_shape(gm, gn, 1));
+    out.stride_c[g] =
+        cutlass::make_cute_packed_stride(typename GG::StrideC{}, cute::make_shape(gm, gn, 1));
+    out.stride_d[g] =
+        cutlass::make_cute_packed_stride(typename GG::StrideD{}, cute::make_shape(gm, gn, 1));
     if constexpr (GG::kAlpha)
       out.alpha[g] = args.a_scale_inv[0] * args.b_scale_inv[args.b_scale_per_group ? g : 0];
     if constexpr (GG::kBlockScaled) {
@@ -433,10 +440,16 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
 // The kernel: argument setup, then CUTLASS's GEMM in the same CTA. Launch
 // bounds and the grid-constant Params match cutlass::device_kernel.
 template <Role R, class GG>
-__global__ __launch_bounds__(GG::Kernel::MaxThreadsPerBlock, GG::Kernel::MinBlocksPerMultiprocessor)
-void grouped_gemm_kernel(CUTLASS_GRID_CONSTANT typename GG::Params const params,
-                         CUTLASS_GRID_CONSTANT SetupArgs const setup,
-                         CUTLASS_GRID_CONSTANT typename GG::Arrays const arrays) {
+__global__ __launch_bounds__(
+    GG::Kernel::MaxThreadsPerBlock,
+    GG::Kernel::MinBlocksPerMultiprocessor) void grouped_gemm_kernel(CUTLASS_GRID_CONSTANT
+                                                                     typename GG::Params const
+                                                                         params,
+                                                                     CUTLASS_GRID_CONSTANT
+                                                                         SetupArgs const setup,
+                                                                     CUTLASS_GRID_CONSTANT
+                                                                     typename GG::Arrays const
+                                                                         arrays) {
   // Dynamic shared memory only: a static __shared__ here would shift the
   // base of CUTLASS's shared storage off the alignment its swizzles need.
   extern __shared__ char smem[];
@@ -572,17 +585,16 @@ struct GroupedGemmRunner {
                                   const void* workspace) {
     thread_local ParamsCache cache;
     if (cache.valid && cache.device == l.device && cache.workspace == workspace &&
-        cache.cutlass_workspace == arrays.cutlass_workspace &&
-        cache.num_groups == l.num_groups && cache.beta == l.beta &&
-        cache.bias == (l.bias != nullptr) && cache.sm_count == l.sm_count)
+        cache.cutlass_workspace == arrays.cutlass_workspace && cache.num_groups == l.num_groups &&
+        cache.beta == l.beta && cache.bias == (l.bias != nullptr) && cache.sm_count == l.sm_count)
       return cache.params;
     const auto args = arguments(l, arrays);
     GL_CHECK(Kernel::can_implement(args), "CUTLASS grouped GEMM cannot run these arguments (",
              l.num_groups, " groups, n=", l.n, ", k=", l.k, ")");
     const cutlass::Status status =
         Kernel::initialize_workspace(args, arrays.cutlass_workspace, l.stream, nullptr);
-    GL_CHECK(status == cutlass::Status::kSuccess, "CUTLASS workspace initialisation failed: ",
-             cutlassGetStatusString(status));
+    GL_CHECK(status == cutlass::Status::kSuccess,
+             "CUTLASS workspace initialisation failed: ", cutlassGetStatusString(status));
     cache.valid = false;
     // The tensor-map encodes below are driver calls: they need the device's
     // context current in this thread, which a thread that has made no runtime
@@ -632,7 +644,8 @@ struct GroupedGemmRunner {
     setup.padded_columns = l.padded_columns;
     setup.scale_columns = l.scale_columns;
     if (l.device_sizes == nullptr)
-      for (int g = 0; g < l.num_groups; ++g) setup.host_sizes[g] = static_cast<int32_t>(l.host_sizes[g]);
+      for (int g = 0; g < l.num_groups; ++g)
+        setup.host_sizes[g] = static_cast<int32_t>(l.host_sizes[g]);
 
     const Params& params = params_for(l, arrays, workspace);
     allow_shared_memory(l.device);
@@ -652,8 +665,7 @@ struct GroupedGemmRunner {
       config.attrs = &cluster;
       config.numAttrs = 1;
     }
-    GL_CUDA_CHECK(cudaLaunchKernelEx(&config, grouped_gemm_kernel<R, GG>,
-                                     params, setup, arrays));
+    GL_CUDA_CHECK(cudaLaunchKernelEx(&config, grouped_gemm_kernel<R, GG>, params, setup, arrays));
   }
 
   static KernelEntry entry(const char* name) {

@@ -28,11 +28,11 @@ using Fp8BlockCoop128x128 = BlockScaledTileConfig<128, 128>;
 
 // Defines `KernelEntry fn()` for one role, operand and output types and
 // configuration (GL_SM90_KERNEL: both operands of one type).
-#define GL_SM90_KERNEL_AB(fn, role, element_a, element_b, element_out, config)                 \
-  namespace grouped_linear::cuda::sm90 {                                                       \
-  KernelEntry fn() {                                                                           \
+#define GL_SM90_KERNEL_AB(fn, role, element_a, element_b, element_out, config)                   \
+  namespace grouped_linear::cuda::sm90 {                                                         \
+  KernelEntry fn() {                                                                             \
     return GroupedGemmRunner<Role::role, element_a, element_b, element_out, config>::entry(#fn); \
-  }                                                                                            \
+  }                                                                                              \
   }
 #define GL_SM90_KERNEL(fn, role, element_in, element_out, config) \
   GL_SM90_KERNEL_AB(fn, role, element_in, element_in, element_out, config)

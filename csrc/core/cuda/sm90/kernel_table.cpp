@@ -70,12 +70,9 @@ int preferred_tile_m(Role role, const GroupShape& shape) {
 
 const char* role_name(Role role) {
   switch (role) {
-    case Role::kForward:
-      return "forward";
-    case Role::kDgrad:
-      return "dgrad";
-    case Role::kWgrad:
-      return "wgrad";
+    case Role::kForward: return "forward";
+    case Role::kDgrad: return "dgrad";
+    case Role::kWgrad: return "wgrad";
   }
   return "?";
 }
@@ -123,7 +120,8 @@ void set_kernel_override(const std::string& name) {
       names += names.empty() ? "" : ", ";
       names += e.name;
     }
-    GL_CHECK_VALUE(known, "kernel: got '", name, "', expected one of the built sm90 kernels: ", names);
+    GL_CHECK_VALUE(known, "kernel: got '", name,
+                   "', expected one of the built sm90 kernels: ", names);
   }
   g_override = name;
   g_has_override.store(!name.empty(), std::memory_order_release);

@@ -1,3 +1,4 @@
 #include "core/cuda/sm90/kernel_configs.cuh"
 
-GL_SM90_KERNEL(forward_bf16_ping64x256, kForward, cutlass::bfloat16_t, cutlass::bfloat16_t, Ping64x256)
+GL_SM90_KERNEL(forward_bf16_ping64x256, kForward, cutlass::bfloat16_t, cutlass::bfloat16_t,
+               Ping64x256)

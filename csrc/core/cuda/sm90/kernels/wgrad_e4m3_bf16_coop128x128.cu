@@ -1,3 +1,4 @@
 #include "core/cuda/sm90/kernel_configs.cuh"
 
-GL_SM90_KERNEL_AB(wgrad_e4m3_bf16_coop128x128, kWgrad, cutlass::float_e4m3_t, cutlass::float_e4m3_t, cutlass::bfloat16_t, Fp8Coop128x128)
+GL_SM90_KERNEL_AB(wgrad_e4m3_bf16_coop128x128, kWgrad, cutlass::float_e4m3_t, cutlass::float_e4m3_t,
+                  cutlass::bfloat16_t, Fp8Coop128x128)
