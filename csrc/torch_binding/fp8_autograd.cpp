@@ -243,44 +243,19 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
     const bool input_grad = ctx->needs_input_grad(0);
     const bool weight_grad = ctx->needs_input_grad(1);
     const bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
-    const at::Device device = dy.device();
-    const Device core_device = to_core_device(device);
-    GroupedGemmEngine& engine = engine_for(core_device);
 
     at::Tensor dx, dw, db;
     // The bias gradient in the bias' dtype (that of dY), summed in fp32.
     at::Tensor grad_bias = bias_grad ? at::empty({groups, n}, dy.options()) : at::Tensor();
-    Fp8Activation dyq;
-    if (input_grad || weight_grad) {
-      const fp8::ScaleState dy_state =
-          delayed ? scale_state(tensor_or_none("bwd_scale"), tensor_or_none("bwd_history"))
-                  : fp8::ScaleState{};
-      dyq = quantize_activation(dy, splits, backward_spec(recipe), input_grad, weight_grad,
-                                dy_state, grad_bias);
-    } else if (bias_grad) {
-      // Only the bias needs a gradient: no cast, the plain column sums.
-      WgradRequest request;
-      request.weight_grad = false;
-      request.bias_grad = true;
-      request.grad_bias = grad_bias;
-      grouped_wgrad(dy, at::empty({t, 0}, dy.options()), splits, request);
-    }
+    const fp8::ScaleState dy_state =
+        delayed ? scale_state(tensor_or_none("bwd_scale"), tensor_or_none("bwd_history"))
+                : fp8::ScaleState{};
+    const Fp8Activation dyq =
+        quantize_grad_output(dy, splits, recipe, input_grad, weight_grad, dy_state, grad_bias);
 
-    c10::OptionalDeviceGuard guard(device);
-    if (input_grad) {
-      Fp8Weight wq;
-      wq.spec = forward_spec(recipe);
-      wq.col = saved[kW];
-      wq.col_scale_inv = saved[kWScaleInv];
-      at::Tensor dx2d = at::empty({t, k}, dy.options());
-      fp8::DgradProblem problem;
-      problem.dy = dyq.view();
-      problem.w = wq.view();
-      problem.dx = matrix_view(dx2d, "grad_input");
-      problem.splits = splits.view();
-      fp8::run_fp8_dgrad(engine, problem, exec_context(device));
-      dx = dx2d.view(ctx->saved_data["inp_sizes"].toIntVector());
-    }
+    if (input_grad)
+      dx = fp8_dgrad_rows(dy, dyq, splits, saved[kW], saved[kWScaleInv], recipe, k)
+               .view(ctx->saved_data["inp_sizes"].toIntVector());
 
     // delay_wgrad_compute: the wgrad below (and the bias gradient, already
     // summed) is stashed for backward_dw; dY's row-wise copy is not kept.
@@ -291,21 +266,13 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
     std::function<at::Tensor()> compute_dw;
 
     if (weight_grad) {
-      Fp8Activation xq;
-      if (ctx->saved_data["keep_input"].toBool()) {
-        // save_original_input: X is cast now, with the input's scale as it is
-        // now (delayed scaling; its amax was recorded in forward).
-        const fp8::ScaleState x_state =
-            delayed ? scale_state(tensor_or_none("fwd_scale"), at::Tensor()) : fp8::ScaleState{};
-        xq = quantize_activation(saved[kX], splits, forward_spec(recipe), /*rowwise=*/false,
-                                 /*columnwise=*/true, x_state);
-      } else {
-        xq.spec = forward_spec(recipe);
-        xq.rows = t;
-        xq.cols = k;
-        xq.col = saved[kX];
-        xq.col_scale_inv = saved[kXScaleInv];
-      }
+      // save_original_input: X is cast now, with the input's scale as it is
+      // now (delayed scaling; its amax was recorded in forward).
+      const fp8::ScaleState x_state =
+          delayed ? scale_state(tensor_or_none("fwd_scale"), at::Tensor()) : fp8::ScaleState{};
+      const Fp8Activation xq =
+          input_for_wgrad(saved[kX], saved[kXScaleInv], ctx->saved_data["keep_input"].toBool(),
+                          splits, recipe, t, k, x_state);
       const bool fuse = ctx->saved_data["fuse_wgrad"].toBool();
       const at::Tensor main_grad = tensor_or_none("main_grad");
       const bool into_main_grad = fuse && main_grad.defined();
@@ -354,6 +321,56 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
 };
 
 }  // namespace
+
+Fp8Activation quantize_grad_output(const at::Tensor& dy, const GroupSplits& splits,
+                                   const fp8::Recipe& recipe, bool rowwise, bool columnwise,
+                                   const fp8::ScaleState& state, const at::Tensor& grad_bias) {
+  if (rowwise || columnwise)
+    return quantize_activation(dy, splits, backward_spec(recipe), rowwise, columnwise, state,
+                               grad_bias);
+  if (grad_bias.defined()) {
+    WgradRequest request;
+    request.weight_grad = false;
+    request.bias_grad = true;
+    request.grad_bias = grad_bias;
+    grouped_wgrad(dy, at::empty({dy.size(0), 0}, dy.options()), splits, request);
+  }
+  return Fp8Activation{};
+}
+
+at::Tensor fp8_dgrad_rows(const at::Tensor& dy, const Fp8Activation& dyq, const GroupSplits& splits,
+                          const at::Tensor& w_col, const at::Tensor& w_col_scale_inv,
+                          const fp8::Recipe& recipe, int64_t k) {
+  const at::Device device = dy.device();
+  c10::OptionalDeviceGuard guard(device);
+  Fp8Weight wq;
+  wq.spec = forward_spec(recipe);
+  wq.col = w_col;
+  wq.col_scale_inv = w_col_scale_inv;
+  at::Tensor dx = at::empty({dy.size(0), k}, dy.options());
+  fp8::DgradProblem problem;
+  problem.dy = dyq.view();
+  problem.w = wq.view();
+  problem.dx = matrix_view(dx, "grad_input");
+  problem.splits = splits.view();
+  fp8::run_fp8_dgrad(engine_for(to_core_device(device)), problem, exec_context(device));
+  return dx;
+}
+
+Fp8Activation input_for_wgrad(const at::Tensor& x, const at::Tensor& x_scale_inv, bool keep_input,
+                              const GroupSplits& splits, const fp8::Recipe& recipe, int64_t t,
+                              int64_t k, const fp8::ScaleState& state) {
+  if (keep_input)
+    return quantize_activation(x, splits, forward_spec(recipe), /*rowwise=*/false,
+                               /*columnwise=*/true, state);
+  Fp8Activation xq;
+  xq.spec = forward_spec(recipe);
+  xq.rows = t;
+  xq.cols = k;
+  xq.col = x;
+  xq.col_scale_inv = x_scale_inv;
+  return xq;
+}
 
 at::Tensor fp8_grouped_linear(const at::Tensor& inp, const at::Tensor& weight,
                               const at::Tensor& bias, GroupSplits splits,

@@ -19,8 +19,10 @@
 #include <memory>
 #include <optional>
 
+#include "core/fp8/quantize_ops.h"
 #include "core/fp8/recipe.h"
 #include "torch_binding/autograd_function.h"
+#include "torch_binding/fp8_tensors.h"
 #include "torch_binding/group_splits.h"
 
 namespace grouped_linear::torch_binding {
@@ -40,5 +42,29 @@ at::Tensor fp8_grouped_linear(const at::Tensor& inp, const at::Tensor& weight,
                               const at::Tensor& bias, GroupSplits splits,
                               const at::Tensor& main_grad, const LinearConfig& config,
                               const fp8::Recipe& recipe, const Fp8Call& call, bool needs_graph);
+
+// Steps of the FP8 backward, shared by the autograd node above and the
+// backward of the dispatcher op (op_registration.cpp).
+
+// dY [T, N] cast with the recipe's gradient format into the row-wise
+// (dgrad) and column-wise (wgrad) copies asked for, the bias gradient summed
+// into grad_bias (when defined) in the same pass. With neither copy asked
+// for, only the bias gradient: plain column sums, no cast.
+Fp8Activation quantize_grad_output(const at::Tensor& dy, const GroupSplits& splits,
+                                   const fp8::Recipe& recipe, bool rowwise, bool columnwise,
+                                   const fp8::ScaleState& state, const at::Tensor& grad_bias);
+
+// dX [T, K] (dY's dtype) = dY_g W_g per group, from dY's row-wise copy dyq
+// and the weights' column-wise codes (w_col [G, K, N]) and their scale_inv.
+at::Tensor fp8_dgrad_rows(const at::Tensor& dy, const Fp8Activation& dyq, const GroupSplits& splits,
+                          const at::Tensor& w_col, const at::Tensor& w_col_scale_inv,
+                          const fp8::Recipe& recipe, int64_t k);
+
+// X's column-wise copy for wgrad: with save_original_input (keep_input) the
+// saved rows x [T, K] cast now with `state`; otherwise the saved codes x
+// [K, P] and their scale_inv.
+Fp8Activation input_for_wgrad(const at::Tensor& x, const at::Tensor& x_scale_inv, bool keep_input,
+                              const GroupSplits& splits, const fp8::Recipe& recipe, int64_t t,
+                              int64_t k, const fp8::ScaleState& state);
 
 }  // namespace grouped_linear::torch_binding

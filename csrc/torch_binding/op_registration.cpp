@@ -44,6 +44,7 @@
 #include "core/fp8/fp8_gemm.h"
 #include "core/fp8/fp8_tensor.h"
 #include "torch_binding/exec_context.h"
+#include "torch_binding/fp8_autograd.h"
 #include "torch_binding/fp8_state.h"
 #include "torch_binding/fp8_tensors.h"
 #include "torch_binding/group_splits.h"
@@ -330,58 +331,27 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fp8_backward_kernel(
   const bool delayed = recipe.kind == fp8::RecipeKind::kDelayed;
   check_delayed_tensors(recipe, amax_history, scale, 1, dy.device());
   const at::Device device = dy.device();
-  GroupedGemmEngine& engine = engine_for(to_core_device(device));
   const bool input_grad = mask[0], weight_grad = mask[1], bias_grad = mask[2];
 
   at::Tensor grad_bias = bias_grad ? at::empty({groups, n}, dy.options()) : at::Tensor();
-  Fp8Activation dyq;
-  if (input_grad || weight_grad) {
-    dyq = quantize_activation(dy, splits, backward_spec(recipe), input_grad, weight_grad,
-                              delayed ? scale_state(scale, amax_history, 0) : fp8::ScaleState{},
-                              grad_bias);
-  } else if (bias_grad) {
-    WgradRequest request;
-    request.weight_grad = false;
-    request.bias_grad = true;
-    request.grad_bias = grad_bias;
-    grouped_wgrad(dy, at::empty({t, 0}, dy.options()), splits, request);
-  }
+  const Fp8Activation dyq = quantize_grad_output(
+      dy, splits, recipe, input_grad, weight_grad,
+      delayed ? scale_state(scale, amax_history, 0) : fp8::ScaleState{}, grad_bias);
 
   c10::OptionalDeviceGuard guard(device);
   at::Tensor dx = empty_placeholder(grad_output.options());
   at::Tensor dw = empty_placeholder(grad_output.options().dtype(weight_dtype));
   at::Tensor db = empty_placeholder(grad_output.options());
   if (input_grad) {
-    Fp8Weight wq;
-    wq.spec = forward_spec(recipe);
-    wq.col = w_col;
-    wq.col_scale_inv = w_col_scale_inv;
-    at::Tensor dx2d = at::empty({t, k}, dy.options());
-    fp8::DgradProblem problem;
-    problem.dy = dyq.view();
-    problem.w = wq.view();
-    problem.dx = matrix_view(dx2d, "grad_input");
-    problem.splits = splits.view();
-    fp8::run_fp8_dgrad(engine, problem, exec_context(device));
     std::vector<int64_t> shape(grad_output.sizes().begin(), grad_output.sizes().end());
     shape.back() = k;
-    dx = dx2d.view(shape);
+    dx = fp8_dgrad_rows(dy, dyq, splits, w_col, w_col_scale_inv, recipe, k).view(shape);
   }
   if (weight_grad) {
-    Fp8Activation xq;
-    if (keep_input) {
-      const at::Tensor x = as_rows(x_saved, k, "inp", "in_features");
-      xq = quantize_activation(
-          x, splits, forward_spec(recipe), /*rowwise=*/false,
-          /*columnwise=*/true,
-          delayed ? scale_state(fwd_scale, std::nullopt, 0) : fp8::ScaleState{});
-    } else {
-      xq.spec = forward_spec(recipe);
-      xq.rows = t;
-      xq.cols = k;
-      xq.col = x_saved;
-      xq.col_scale_inv = x_scale_inv;
-    }
+    const Fp8Activation xq = input_for_wgrad(
+        keep_input ? as_rows(x_saved, k, "inp", "in_features") : x_saved, x_scale_inv, keep_input,
+        splits, recipe, t, k,
+        delayed && keep_input ? scale_state(fwd_scale, std::nullopt, 0) : fp8::ScaleState{});
     const at::Tensor target = at::empty({groups, n, k}, dy.options().dtype(weight_dtype));
     fp8::WgradProblem problem;
     problem.dy = dyq.view();
@@ -389,7 +359,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fp8_backward_kernel(
     problem.dw = grouped_view(target, "grad_weight");
     problem.splits = splits.view();
     problem.total_rows = t;
-    fp8::run_fp8_wgrad(engine, problem, exec_context(device));
+    fp8::run_fp8_wgrad(engine_for(to_core_device(device)), problem, exec_context(device));
     dw = target.view(weight_shape);
   }
   if (bias_grad) db = grouped ? grad_bias : grad_bias.view({n});
