@@ -396,6 +396,16 @@ TEST_F(Fp8OpsCuda, WeightMatchesCpu) {
       w.make(rng_, false);
       run_weight(w);
     }
+  // More tiles than the grid has CTAs (4 per group here, 600 tiles against at
+  // most a few per SM resident): each CTA walks several groups, and the
+  // per-tensor amax of a group is merged when a CTA leaves it. Specials put a
+  // NaN or an infinity into some groups.
+  for (bool specials : {false, true}) {
+    WeightCase w;
+    w.spec = {"ManyGroups", 150, 130, 129, 0};
+    w.make(rng_, specials);
+    run_weight(w);
+  }
 }
 
 // Histories of several sets (formats differ) on both sides.

@@ -461,14 +461,26 @@ __global__ void __launch_bounds__(kThreads) quantize_weight_kernel(const WeightP
   const bool track = !kBlockScaled && p.kind == RecipeKind::kDelayed && p.state_amax != nullptr;
   const int64_t per_group = p.row_tiles * p.col_tiles;
   const int64_t units = p.groups * per_group;
-  int64_t scale_group = -1;  // a CTA's tiles come in group order: one scale per group met
+  // A CTA's tiles come in group order: one scale per group met, and the
+  // group's |x| is merged in registers across its tiles, then into the
+  // state by each warp when the group changes. (Merging once per tile
+  // behind two barriers, a global read and a CAS on an address every CTA
+  // shares stalled the whole CTA each tile.)
+  int64_t scale_group = -1;
   float scale = 1.f;
+  float thread_amax = 0.f;
+  auto flush_amax = [&] {
+    const float a = warp_merge_amax(thread_amax);
+    if ((threadIdx.x & 31) == 0) atomic_merge_amax(&p.state_amax[scale_group], a);
+    thread_amax = 0.f;
+  };
   for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
     const int64_t g = u / per_group;
     const int64_t rem = u - g * per_group;
     const int64_t tn = rem / p.col_tiles, tk = rem - tn * p.col_tiles;
     const int64_t r0 = tn * kTile, c0 = tk * kTile;
     if (!kBlockScaled && g != scale_group) {  // the same g in every thread
+      if (track && scale_group >= 0) flush_amax();
       scale = p.kind == RecipeKind::kDelayed
                   ? p.state_scale[g]
                   : device_scale_from_amax(
@@ -500,22 +512,11 @@ __global__ void __launch_bounds__(kThreads) quantize_weight_kernel(const WeightP
     io.nr_pad = io.nr;
     io.vec_in = p.vec_in;
     io.vec_out = p.vec_row_out;
-    float thread_amax = 0.f;
     float sums[4];
     quantize_tile<K, kBlockScaled ? kPerTile : kUniform>(io, scale, p.format, p.power_2, tile,
                                                          scratch, track, thread_amax, false, sums);
-    if (track) {
-      const float a = warp_merge_amax(thread_amax);
-      if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = a;
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        float total = 0.f;
-        for (int w = 0; w < kWarps; ++w) total = merge_amax(total, scratch[w]);
-        atomic_merge_amax(&p.state_amax[g], total);
-      }
-      __syncthreads();
-    }
   }
+  if (track && scale_group >= 0) flush_amax();
 }
 
 void quantize_weight_cuda(const WeightQuantize& r, const ExecContext& ctx) {

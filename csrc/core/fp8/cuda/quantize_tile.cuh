@@ -93,7 +93,8 @@ __device__ __forceinline__ void load4(const typename Storage<K>::type* src,
 // sums[e] accumulates this thread's column lane * 4 + e over its rows (the
 // caller reduces over warps). `tile` (tile_bytes<K>() of shared memory) is
 // needed when there is a column-wise copy or the scaling is kPerTile. Ends
-// with a barrier: `tile` and `scratch` (kWarps floats) are free afterwards.
+// with a barrier when it used them: `tile` and `scratch` (kWarps floats) are
+// free afterwards.
 template <int K, int kScaling>
 __device__ void quantize_tile(const TileIO& io, float scale, Format format, bool power_2,
                               typename Storage<K>::type* tile, float* scratch, bool track,
@@ -230,7 +231,7 @@ __device__ void quantize_tile(const TileIO& io, float scale, Format format, bool
       }
     }
   }
-  __syncthreads();
+  if (stage) __syncthreads();  // `stage` is the same in every thread of the CTA
 }
 
 }  // namespace grouped_linear::fp8::cuda_impl
