@@ -16,9 +16,12 @@ copies the result to the host:
   sm90_wgrad_empty        sm90_grouped wgrad into torch.empty
   cublas_forward_empty    the cuBLAS engine into torch.empty
   sm90_forward_recycled   sm90_grouped forward with torch's caching allocator
-                          on, after 256 MB were filled by a torch kernel and
-                          freed: every buffer (the engine's workspace too)
-                          then lies in memory the tool counts as written
+                          on, after both of its pools were filled by a torch
+                          kernel and freed (256 MB in one large block, 32 MB
+                          in 512 KB blocks: allocations up to 1 MB, such as
+                          the engine's workspace and these outputs, come from
+                          the small pool's 2 MB segments): every buffer then
+                          lies in memory the tool counts as written
 
 and checks the result against the CPU engine. Host-API reports that the
 prefilled probe lacks come from outputs the tool did not see written; device
@@ -51,8 +54,9 @@ def run_probe(name: str) -> int:
     from grouped_linear import ops
 
     if name.endswith("recycled"):  # initialized memory for the caching allocator to hand out
-        block = torch.zeros(64 * 2**20, dtype=torch.float32, device="cuda")
-        del block
+        large = torch.zeros(64 * 2**20, dtype=torch.float32, device="cuda")
+        small = [torch.zeros(128 * 2**10, dtype=torch.float32, device="cuda") for _ in range(64)]
+        del large, small
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(T, K, generator=gen).bfloat16()
     w = (torch.randn(G, N, K, generator=gen) / 8).bfloat16()

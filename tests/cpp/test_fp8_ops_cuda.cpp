@@ -414,11 +414,13 @@ struct HistorySets {
   std::vector<int64_t> len;
 };
 
-HistorySets make_history(std::mt19937& rng, int count) {
+// `lens`: the history lengths, in turn (default: 1 to 17).
+HistorySets make_history(std::mt19937& rng, int count, const std::vector<int64_t>& lens = {}) {
   HistorySets h;
   std::uniform_real_distribution<float> v(0.f, 100.f);
   for (int i = 0; i < count; ++i) {
-    const int64_t len = 1 + (i * 5) % 17, n = (i * 37) % 300;  // n = 0 included; > 128 too
+    const int64_t len = lens.empty() ? 1 + (i * 5) % 17 : lens[i % lens.size()];
+    const int64_t n = (i * 37) % 300;  // n = 0 included; > 128 too
     h.len.push_back(len);
     h.history.emplace_back(static_cast<size_t>(len * n));
     for (float& x : h.history.back()) x = v(rng) < 10.f ? 0.f : v(rng);
@@ -430,9 +432,19 @@ HistorySets make_history(std::mt19937& rng, int count) {
 }
 
 TEST_F(Fp8OpsCuda, DelayedScalingUpdateMatchesCpu) {
+  struct Sets {
+    int count;
+    std::vector<int64_t> lens;
+  };
+  // 300: more sets than one launch takes. The last: histories longer than
+  // one chunk of the CUDA roll (128 rows), filling their last chunk or not,
+  // and the recipe's default 1024.
+  const std::vector<Sets> cases = {
+      {1, {}}, {7, {}}, {300, {}}, {6, {129, 300, 1024, 1025, 2, 1000}}};
   for (fp8::AmaxAlgo algo : {fp8::AmaxAlgo::kMax, fp8::AmaxAlgo::kMostRecent})
-    for (int count : {1, 7, 300}) {  // 300: more sets than one launch takes
-      HistorySets h = make_history(rng_, count);
+    for (const Sets& sets : cases) {
+      const int count = sets.count;
+      HistorySets h = make_history(rng_, count, sets.lens);
       HistorySets cpu = h;
       std::vector<fp8::DelayedScalingUpdate> dev(count), host(count);
       for (int i = 0; i < count; ++i) {

@@ -136,10 +136,24 @@ __device__ __forceinline__ float device_scale_from_amax(float amax, float fp8_ma
   return scale;
 }
 
-__device__ __forceinline__ float warp_max(float v) {
+// amax tracking on bits: |x|'s bit pattern orders like |x| for every float,
+// with NaN above infinity, so a maximum of abs_bits (two integer operations
+// an element) is the maximum |x|, or shows that a NaN was met. The value it
+// stands for is quantize.h's amax(): the largest |x|, NaN if any was NaN.
+__device__ __forceinline__ uint32_t abs_bits(float x) { return float_bits(x) & 0x7FFFFFFFu; }
+
+__device__ __forceinline__ float amax_from_abs_bits(uint32_t m) {
+  return m > 0x7F800000u ? canonical_nan() : bits_float(m);
+}
+
+__device__ __forceinline__ uint32_t warp_max_bits(uint32_t m) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, m);
+#else
   for (int offset = 16; offset > 0; offset /= 2)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  return m;
+#endif
 }
 
 __device__ __forceinline__ float warp_merge_amax(float v) {

@@ -42,21 +42,21 @@ __global__ void __launch_bounds__(kThreads)
   const S* base = static_cast<const S*>(input) + blockIdx.y * group_stride;
   const int64_t chunks = gridDim.x;
   const int64_t vec_cols = vec ? cols / 4 * 4 : 0;
-  float a = 0.f;
+  uint32_t m = 0;  // abs_bits maximum (fp8_device.cuh)
   for (int64_t r = blockIdx.x * kWarps + warp; r < rows; r += chunks * kWarps) {
     const S* row = base + r * stride;
     // Unrolled so that each lane has 4 loads in flight, not 1: this pass is
-    // bound by memory latency (the merge is order-free, the bits unchanged).
+    // bound by memory latency (the maximum is order-free, the bits unchanged).
 #pragma unroll 4
     for (int64_t c = lane * 4; c < vec_cols; c += 128) {
       S raw[4];
       load4<K>(row + c, raw);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) a = merge_amax(a, fabsf(widen<K>(raw[e])));
+      for (int e = 0; e < 4; ++e) m = max(m, abs_bits(widen<K>(raw[e])));
     }
-    for (int64_t c = vec_cols + lane; c < cols; c += 32) a = merge_amax(a, fabsf(widen<K>(row[c])));
+    for (int64_t c = vec_cols + lane; c < cols; c += 32) m = max(m, abs_bits(widen<K>(row[c])));
   }
-  a = warp_merge_amax(a);
+  const float a = amax_from_abs_bits(warp_max_bits(m));
   if (lane == 0) scratch[warp] = a;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     }
   }
   const bool track = !kBlockScaled && p.kind == RecipeKind::kDelayed && p.state_amax != nullptr;
-  float thread_amax = 0.f;
+  uint32_t amax_bits = 0;
 
   // Tiles of each group's rows, then (device sizes that hold fewer than T
   // rows) tiles of the rows no group holds: those have a row-wise copy only.
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     float sums[4] = {0.f, 0.f, 0.f, 0.f};
     const bool sums_on = in_group && p.dbias != nullptr;
     quantize_tile<K, kBlockScaled ? kPerRowCol : kUniform>(
-        io, scale, p.format, p.power_2, tile, scratch, track, thread_amax, sums_on, sums);
+        io, scale, p.format, p.power_2, tile, scratch, track, amax_bits, sums_on, sums);
     if (sums_on) {
       // This tile's column sums -> partial row rt; the group's last tile for
       // this column range adds the group's partials in row order.
@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 
   if (track) {
-    const float a = warp_merge_amax(thread_amax);
+    const float a = amax_from_abs_bits(warp_max_bits(amax_bits));
     if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = a;
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -462,17 +462,24 @@ __global__ void __launch_bounds__(kThreads) quantize_weight_kernel(const WeightP
   const int64_t per_group = p.row_tiles * p.col_tiles;
   const int64_t units = p.groups * per_group;
   // A CTA's tiles come in group order: one scale per group met, and the
-  // group's |x| is merged in registers across its tiles, then into the
-  // state by each warp when the group changes. (Merging once per tile
-  // behind two barriers, a global read and a CAS on an address every CTA
-  // shares stalled the whole CTA each tile.)
+  // group's |x| is maxed in registers across its tiles, then merged into
+  // the state once per CTA when the group changes. (A merge per tile behind
+  // two barriers, each a global read and maybe a CAS on an address the
+  // group's CTAs share, stalled every tile; one per warp, 8 CAS loops
+  // contending for each address, made small problems slow.)
   int64_t scale_group = -1;
   float scale = 1.f;
-  float thread_amax = 0.f;
-  auto flush_amax = [&] {
-    const float a = warp_merge_amax(thread_amax);
-    if ((threadIdx.x & 31) == 0) atomic_merge_amax(&p.state_amax[scale_group], a);
-    thread_amax = 0.f;
+  uint32_t amax_bits = 0;
+  auto flush_amax = [&] {  // the same scale_group in every thread
+    const float a = amax_from_abs_bits(warp_max_bits(amax_bits));
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = a;
+    __syncthreads();
+    float total = 0.f;
+    if (threadIdx.x == 0)
+      for (int w = 0; w < kWarps; ++w) total = merge_amax(total, scratch[w]);
+    __syncthreads();  // scratch is free again
+    if (threadIdx.x == 0) atomic_merge_amax(&p.state_amax[scale_group], total);
+    amax_bits = 0;
   };
   for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
     const int64_t g = u / per_group;
@@ -514,7 +521,7 @@ __global__ void __launch_bounds__(kThreads) quantize_weight_kernel(const WeightP
     io.vec_out = p.vec_row_out;
     float sums[4];
     quantize_tile<K, kBlockScaled ? kPerTile : kUniform>(io, scale, p.format, p.power_2, tile,
-                                                         scratch, track, thread_amax, false, sums);
+                                                         scratch, track, amax_bits, false, sums);
   }
   if (track && scale_group >= 0) flush_amax();
 }

@@ -57,16 +57,10 @@ struct TileIO {
 // The amax of a row segment spread over the warp (4 values a lane; absent
 // values are 0): NaN if any value is NaN, as quantize.h's amax().
 __device__ __forceinline__ float warp_segment_amax(const float (&v)[4]) {
-  bool nan = false;
-  float m = 0.f;
+  uint32_t m = 0;
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    nan |= is_nan(v[e]);
-    m = fmaxf(m, fabsf(v[e]));  // fmaxf skips NaN; NaN is tracked apart
-  }
-  nan = __any_sync(0xffffffffu, nan);
-  m = warp_max(m);
-  return nan ? canonical_nan() : m;
+  for (int e = 0; e < 4; ++e) m = max(m, abs_bits(v[e]));
+  return amax_from_abs_bits(warp_max_bits(m));
 }
 
 // A block's scale from its amax: quantize_blockwise's rule (margin 0, 1 when
@@ -89,7 +83,8 @@ __device__ __forceinline__ void load4(const typename Storage<K>::type* src,
 }
 
 // Quantizes one tile. `scale` is the per-tensor scale (kUniform). With
-// `track`, |x| of every element is merged into thread_amax; with `sums_on`,
+// `track`, abs_bits of every element is maxed into amax_bits (see
+// fp8_device.cuh; amax_from_abs_bits gives the amax); with `sums_on`,
 // sums[e] accumulates this thread's column lane * 4 + e over its rows (the
 // caller reduces over warps). `tile` (tile_bytes<K>() of shared memory) is
 // needed when there is a column-wise copy or the scaling is kPerTile. Ends
@@ -98,7 +93,7 @@ __device__ __forceinline__ void load4(const typename Storage<K>::type* src,
 template <int K, int kScaling>
 __device__ void quantize_tile(const TileIO& io, float scale, Format format, bool power_2,
                               typename Storage<K>::type* tile, float* scratch, bool track,
-                              float& thread_amax, bool sums_on, float (&sums)[4]) {
+                              uint32_t& amax_bits, bool sums_on, float (&sums)[4]) {
   using S = typename Storage<K>::type;
   constexpr int kPitch = tile_pitch<K>();
   constexpr int kBatch = 4;  // rows a warp holds in registers at a time
@@ -161,7 +156,7 @@ __device__ void quantize_tile(const TileIO& io, float scale, Format format, bool
       const int r = warp + kWarps * (i0 + b);
       if (track)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) thread_amax = merge_amax(thread_amax, fabsf(v[b][e]));
+        for (int e = 0; e < 4; ++e) amax_bits = max(amax_bits, abs_bits(v[b][e]));
       if (sums_on)
 #pragma unroll
         for (int e = 0; e < 4; ++e) sums[e] += v[b][e];
