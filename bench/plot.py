@@ -69,7 +69,10 @@ def draw(result: dict, out_path: Path) -> Optional[Path]:
         ax.set_xticklabels(labels, rotation=90, fontsize=6)
         ax.set_ylabel("ratio to dense")
         ax.set_ylim(0, 1.15)
-        ax.set_title(title, fontsize=10)
+        # A result assembled from runs at several commits (meta "sections_from")
+        # names each panel's commit.
+        source = result.get("meta", {}).get("sections_from", {}).get(key)
+        ax.set_title(title + (f" (commit {source})" if source else ""), fontsize=10)
         ax.legend(fontsize=7, loc="upper left", ncol=len(impls) + 1)
     meta = result.get("meta", {})
     fig.suptitle(f"grouped_linear on {meta.get('device', '?')}, torch {meta.get('torch', '?')}, "

@@ -189,8 +189,10 @@ def _sync(device: torch.device) -> None:
 
 
 def _batch(step: int, tokens: int, hidden: int, dtype, device) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(1000 + step)      # same batches for both blocks
-    return torch.randn(tokens, hidden, generator=gen).to(device=device, dtype=dtype)
+    # Same batches for both blocks, drawn on the device: a host-side randn of
+    # 4096 x 1024 took longer than the block's step and dominated the timing.
+    gen = torch.Generator(device=device).manual_seed(1000 + step)
+    return torch.randn(tokens, hidden, generator=gen, device=device).to(dtype)
 
 
 def train(model, teacher, args, device, dtype, fp8: bool, label: str):

@@ -43,7 +43,8 @@ Tolerances (relative Frobenius error against float64 on the CPU):
 
 Environment: GL_FUZZ_SEED (base seed), GL_FUZZ_CASES (count; default 40 on
 the CPU, 1000 on CUDA), GL_FUZZ_CASE (run only that case index),
-GL_FUZZ_DEVICE (cpu / cuda; default cuda when available),
+GL_FUZZ_DEVICE (cpu / cuda; default cuda when available), GL_FUZZ_REPEAT (run
+each case that many times, default 1),
 GL_RELIABILITY_OUT (a folder: a JSON summary fuzz.json is written there).
 A failing case prints its seed and a one-line repro command.
 """
@@ -71,6 +72,9 @@ DEVICE = os.environ.get("GL_FUZZ_DEVICE") or ("cuda" if _CUDA else "cpu")
 NUM_CASES = int(os.environ.get("GL_FUZZ_CASES", "1000" if DEVICE == "cuda" else "40"))
 ONLY = os.environ.get("GL_FUZZ_CASE")
 CASE_INDICES = [int(ONLY)] if ONLY else list(range(NUM_CASES))
+# Each case this many times in a row (chasing a failure that comes and goes).
+REPEAT = int(os.environ.get("GL_FUZZ_REPEAT", "1"))
+CASE_RUNS = [(i, r) for i in CASE_INDICES for r in range(REPEAT)]
 
 # Sizes per device: the CPU engine is a plain reference, so CI's cases are
 # smaller; on CUDA the float64 reference on the host bounds the cost.
@@ -356,8 +360,9 @@ def write_summary():
 
 
 @pytest.mark.skipif(DEVICE == "cuda" and not _CUDA, reason="GL_FUZZ_DEVICE=cuda without CUDA")
-@pytest.mark.parametrize("index", CASE_INDICES, ids=[f"case{i}" for i in CASE_INDICES])
-def test_fuzz_case(index):
+@pytest.mark.parametrize("index,run", CASE_RUNS,
+                         ids=[f"case{i}" + (f"-run{r}" if REPEAT > 1 else "") for i, r in CASE_RUNS])
+def test_fuzz_case(index, run):
     case = draw_case(index, DEVICE)
     text = describe(case)
     print(f"fuzz case {index} (seed {case['seed']}): {text}\nrepro: {repro(index)}")
@@ -365,7 +370,7 @@ def test_fuzz_case(index):
                   recipe=case["recipe"], dtype=case["dtype"], engine=case["engine"],
                   kind=case["kind"], groups=case["groups"], k=case["k"], n=case["n"],
                   main_grad=case["main_grad"], bias=case["bias"], empty_groups=0)
-    SUMMARY[index] = record
+    SUMMARY[(index, run)] = record
     try:
         splits = run_case(case)
         record["empty_groups"] = sum(1 for m in splits if m == 0)
