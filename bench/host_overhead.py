@@ -77,6 +77,13 @@ def grouped_candidates(case: HostCase, device: torch.device, dtype: torch.dtype)
             out.append(Candidate(f"grouped_linear_fp8_{label}", lambda x: gl(x, splits),
                                  list(gl.parameters()),
                                  lambda recipe=recipe: grouped_linear.autocast(recipe=recipe())))
+        # A later micro-batch: the FP8 weights of the first call are reused
+        # (is_first_microbatch=False; the first warm-up call fills the cache).
+        out.append(Candidate("grouped_linear_fp8_delayed_cached_weights",
+                             lambda x: gl(x, splits, is_first_microbatch=False),
+                             list(gl.parameters()),
+                             lambda: grouped_linear.autocast(
+                                 recipe=grouped_linear.fp8.DelayedScaling())))
     if peers.has_grouped_mm():
         gmm = peers.GroupedMMExperts(case.G, case.K, case.N, dtype=dtype, device=device)
         out.append(Candidate("F.grouped_mm", lambda x: gmm(x, offs), list(gmm.parameters())))
