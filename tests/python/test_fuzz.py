@@ -44,7 +44,8 @@ Tolerances (relative Frobenius error against float64 on the CPU):
 Environment: GL_FUZZ_SEED (base seed), GL_FUZZ_CASES (count; default 40 on
 the CPU, 1000 on CUDA), GL_FUZZ_CASE (run only that case index),
 GL_FUZZ_DEVICE (cpu / cuda; default cuda when available), GL_FUZZ_REPEAT (run
-each case that many times, default 1),
+each case that many times, default 1), GL_FUZZ_POISON (nan / random / zero:
+what freed CUDA memory holds before each step; default nan),
 GL_RELIABILITY_OUT (a folder: a JSON summary fuzz.json is written there).
 A failing case prints its seed and a one-line repro command.
 """
@@ -179,14 +180,28 @@ def _splits_arg(splits: List[int], form: str, device: str):
     return torch.tensor(splits, dtype=dtype, device=device)
 
 
-def _poison_allocator(device: str, numel: int):
+# What _poison_allocator leaves in freed memory: "nan" (default), or, to
+# chase a kernel that reads memory nobody wrote (workspaces included),
+# "random" bytes (seeded per case) or "zero".
+POISON = os.environ.get("GL_FUZZ_POISON", "nan")
+
+
+def _poison_allocator(device: str, numel: int, seed: int = 0):
     """Leave NaN in the memory the caching allocator hands out next, so that
     output elements a kernel forgets to write are NaN (rel_err rejects them)."""
     if device != "cuda":
         return
+
+    def block(n: int) -> torch.Tensor:
+        if POISON == "random":
+            gen = torch.Generator(device=device).manual_seed(seed)
+            return torch.randint(0, 256, (4 * n,), dtype=torch.uint8, device=device,
+                                 generator=gen)
+        return torch.full((n,), 0.0 if POISON == "zero" else float("nan"), device=device)
+
     # The caching allocator keeps small (<= 1 MiB) and large blocks apart: poison both.
-    junk = [torch.full((32768,), float("nan"), device=device) for _ in range(8)]
-    junk.append(torch.full((numel + 4096,), float("nan"), device=device))
+    junk = [block(32768) for _ in range(8)]
+    junk.append(block(numel + 4096))
     del junk
 
 
@@ -231,7 +246,7 @@ def run_case(case: dict):
     def step():
         module.zero_grad(set_to_none=True)
         leaf = x.detach().clone().reshape(shape).requires_grad_(case["input_grad"])
-        _poison_allocator(device, rows * max(k, n) + groups * n * (k + 1))
+        _poison_allocator(device, rows * max(k, n) + groups * n * (k + 1), case["seed"])
         scale_fwd = scale_bwd = None
         if recipe is None:
             out = module(leaf, arg)
