@@ -184,6 +184,8 @@ def _splits_arg(splits: List[int], form: str, device: str):
 # chase a kernel that reads memory nobody wrote (workspaces included),
 # "random" bytes (seeded per case) or "zero".
 POISON = os.environ.get("GL_FUZZ_POISON", "nan")
+if POISON not in ("nan", "random", "zero"):
+    raise ValueError(f"GL_FUZZ_POISON={POISON!r}: expected nan, random or zero")
 
 
 def _poison_allocator(device: str, numel: int, seed: int = 0):
