@@ -422,6 +422,7 @@ struct WeightParams {
   const float* amax_partial;  // kCurrent: amax_chunks per group
   int amax_chunks;
   bool vec_in, vec_row_out;
+  bool full_tiles;  // 16-bit input, pointers and strides as quantize_full_tile needs them
 };
 
 __device__ float group_amax(const WeightParams& p, int64_t g) {
@@ -519,9 +520,17 @@ __global__ void __launch_bounds__(kThreads) quantize_weight_kernel(const WeightP
     io.nr_pad = io.nr;
     io.vec_in = p.vec_in;
     io.vec_out = p.vec_row_out;
+    constexpr int kScaling = kBlockScaled ? kPerTile : kUniform;
+    if constexpr (K != kInF32) {
+      if (full_tile(io, p.full_tiles)) {  // the same in every thread
+        quantize_full_tile<K, kScaling>(io, scale, p.format, p.power_2, tile, scratch, track,
+                                        amax_bits);
+        continue;
+      }
+    }
     float sums[4];
-    quantize_tile<K, kBlockScaled ? kPerTile : kUniform>(io, scale, p.format, p.power_2, tile,
-                                                         scratch, track, amax_bits, false, sums);
+    quantize_tile<K, kScaling>(io, scale, p.format, p.power_2, tile, scratch, track, amax_bits,
+                               false, sums);
   }
   if (track && scale_group >= 0) flush_amax();
 }
@@ -568,6 +577,16 @@ void quantize_weight_cuda(const WeightQuantize& r, const ExecContext& ctx) {
   p.vec_in = aligned(in.data, 4 * elem) && in.row_stride % 4 == 0 && in.group_stride % 4 == 0;
   p.vec_row_out = rowwise && aligned(r.out.rowwise.data, 4) && r.out.rowwise.row_stride % 4 == 0 &&
                   r.out.rowwise.group_stride % 4 == 0;
+  // quantize_full_tile: 16-byte loads (8 elements), 8-byte row-wise and
+  // 4-byte column-wise stores, at every tile's origin.
+  p.full_tiles = elem == 2 && aligned(in.data, 16) && in.row_stride % 8 == 0 &&
+                 in.group_stride % 8 == 0 &&
+                 (r.out.rowwise.data == nullptr ||
+                  (aligned(r.out.rowwise.data, 8) && r.out.rowwise.row_stride % 8 == 0 &&
+                   r.out.rowwise.group_stride % 8 == 0)) &&
+                 (r.out.columnwise.data == nullptr ||
+                  (aligned(r.out.columnwise.data, 4) && r.out.columnwise.row_stride % 4 == 0 &&
+                   r.out.columnwise.group_stride % 4 == 0));
   if (r.kind == RecipeKind::kCurrent)
     p.amax_partial = launch_amax(in.dtype, in.data, in.row_stride, in.group_stride, in.groups,
                                  in.rows, in.cols, sm_ctas, &p.amax_chunks, ws, stream);

@@ -229,4 +229,135 @@ __device__ void quantize_tile(const TileIO& io, float scale, Format format, bool
   if (stage) __syncthreads();  // `stage` is the same in every thread of the CTA
 }
 
+// Whether quantize_full_tile can take a tile: a full 128 x 128 tile of
+// 16-bit values whose rows start 16-byte aligned (8 elements), row-wise codes
+// 8-byte aligned and column-wise codes 4-byte aligned. The weight kernel
+// checks the pointers and strides once per launch (`aligned`), the size per
+// tile.
+__device__ __forceinline__ bool full_tile(const TileIO& io, bool aligned) {
+  return aligned && io.nr == kTile && io.nc == kTile && io.nr_pad == kTile;
+}
+
+// quantize_tile for a full tile of 16-bit weights (kUniform or kPerTile), with
+// wider memory operations: 16-byte loads (8 elements a lane, a half-warp per
+// row, 4 rows a lane in flight), 8-byte row-wise stores, and column-wise
+// codes stored 4 rows a lane (one 4-byte store, 128 contiguous bytes a warp)
+// after a shuffle, where quantize_tile stores one byte a lane. The same
+// codes, scales and amax bits as quantize_tile: the conversions are the same
+// and the maxima are order-free.
+template <int K, int kScaling>
+__device__ void quantize_full_tile(const TileIO& io, float scale, Format format, bool power_2,
+                                   uint16_t* tile, float* scratch, bool track,
+                                   uint32_t& amax_bits) {
+  static_assert(K == kInBF16 || K == kInF16, "16-bit inputs only");
+  static_assert(kScaling == kUniform || kScaling == kPerTile, "weight scalings only");
+  constexpr int kPitch = tile_pitch<K>();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int half = lane >> 4, c = (lane & 15) * 8;
+  const float fp8_max = format_info(format).max;
+  const bool stage = io.col_out != nullptr || kScaling == kPerTile;
+  const uint16_t* in = static_cast<const uint16_t*>(io.in);
+
+  auto widen8 = [](const uint32_t (&w)[4], float (&v)[8]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      v[2 * e] = widen<K>(static_cast<uint16_t>(w[e]));
+      v[2 * e + 1] = widen<K>(static_cast<uint16_t>(w[e] >> 16));
+    }
+  };
+  auto store_row = [&](int r, const float (&v)[8], float s) {
+    uint32_t q[2] = {0, 0};
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      q[e >> 2] |= static_cast<uint32_t>(device_to_fp8(host_mul(v[e], s), format)) << (8 * (e & 3));
+    *reinterpret_cast<uint2*>(io.row_out + r * io.row_stride + c) = make_uint2(q[0], q[1]);
+  };
+
+  // Thread (warp, half) takes rows 2 * warp + half + 16 * i, i = 0 .. 7.
+  float folded = 0.f;  // kPerTile: this thread's rows' segment amaxes, folded
+  for (int i0 = 0; i0 < 8; i0 += 4) {
+    uint4 raw[4];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const int r = 2 * warp + half + 16 * (i0 + b);
+      raw[b] = __ldg(reinterpret_cast<const uint4*>(in + r * io.in_stride + c));
+    }
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const int r = 2 * warp + half + 16 * (i0 + b);
+      const uint32_t w[4] = {raw[b].x, raw[b].y, raw[b].z, raw[b].w};
+      float v[8];
+      widen8(w, v);
+      uint32_t m = 0;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) m = max(m, abs_bits(v[e]));
+      if (track) amax_bits = max(amax_bits, m);
+      if (stage) {
+        uint32_t* dst = reinterpret_cast<uint32_t*>(tile + r * kPitch + c);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dst[e] = w[e];
+      }
+      if constexpr (kScaling == kPerTile) {
+        // The row's segment amax over its half-warp, as warp_segment_amax.
+#pragma unroll
+        for (int offset = 8; offset > 0; offset /= 2)
+          m = max(m, __shfl_xor_sync(0xffffffffu, m, offset));
+        folded = fold_block_amax(folded, amax_from_abs_bits(m));
+      } else if (io.row_out != nullptr) {
+        store_row(r, v, scale);
+      }
+    }
+  }
+
+  float tile_scale = scale;
+  if constexpr (kScaling == kPerTile) {
+    // Folded amaxes are never NaN (a NaN segment drops out), so the two
+    // halves and the warps combine in any order.
+    folded = fold_block_amax(folded, __shfl_xor_sync(0xffffffffu, folded, 16));
+    if (lane == 0) scratch[warp] = folded;
+    __syncthreads();  // also: the staged tile is complete
+    float block_amax = 0.f;
+    for (int w = 0; w < kWarps; ++w) block_amax = fold_block_amax(block_amax, scratch[w]);
+    tile_scale = block_scale(block_amax, fp8_max, power_2);
+    if (threadIdx.x == 0) {
+      if (io.row_scale != nullptr) *io.row_scale = host_recip(tile_scale);
+      if (io.col_scale != nullptr) *io.col_scale = host_recip(tile_scale);
+    }
+    if (io.row_out != nullptr)
+      for (int i = 0; i < 8; ++i) {
+        const int r = 2 * warp + half + 16 * i;
+        const uint32_t* src = reinterpret_cast<const uint32_t*>(tile + r * kPitch + c);
+        const uint32_t w[4] = {src[0], src[1], src[2], src[3]};
+        float v[8];
+        widen8(w, v);
+        store_row(r, v, tile_scale);
+      }
+  }
+
+  if (io.col_out != nullptr) {
+    __syncthreads();
+    // Warp w takes columns w, w + 8, ...; lane l reads rows l, l + 32, l + 64,
+    // l + 96 (one shared-memory bank each) and converts them; then lane j
+    // collects rows 4j .. 4j + 3, which are byte j / 8 of lanes 4j .. 4j + 3
+    // (mod 32), and stores them as one word.
+    for (int k = 0; k < kTile / kWarps; ++k) {
+      const int cc = warp + kWarps * k;
+      uint32_t mine = 0;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float x = widen<K>(tile[(lane + 32 * q) * kPitch + cc]);
+        mine |= static_cast<uint32_t>(device_to_fp8(host_mul(x, tile_scale), format)) << (8 * q);
+      }
+      uint32_t out = 0;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const uint32_t from = __shfl_sync(0xffffffffu, mine, (4 * lane + t) & 31);
+        out |= ((from >> (8 * (lane >> 3))) & 0xFFu) << (8 * t);
+      }
+      reinterpret_cast<uint32_t*>(io.col_out + cc * io.col_stride)[lane] = out;
+    }
+  }
+  if (stage) __syncthreads();
+}
+
 }  // namespace grouped_linear::fp8::cuda_impl
