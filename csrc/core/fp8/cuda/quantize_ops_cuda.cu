@@ -229,16 +229,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     }
   }
 
-  if (track) {
-    const float a = amax_from_abs_bits(warp_max_bits(amax_bits));
-    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = a;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float total = 0.f;
-      for (int w = 0; w < kWarps; ++w) total = merge_amax(total, scratch[w]);
-      atomic_merge_amax(p.state_amax, total);
-    }
-  }
+  if (track) merge_cta_amax(amax_bits, scratch, p.state_amax);
   // Empty groups' bias gradient is zero.
   if (p.dbias != nullptr) {
     const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -472,15 +463,7 @@ __global__ void __launch_bounds__(kThreads) quantize_weight_kernel(const WeightP
   float scale = 1.f;
   uint32_t amax_bits = 0;
   auto flush_amax = [&] {  // the same scale_group in every thread
-    const float a = amax_from_abs_bits(warp_max_bits(amax_bits));
-    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = a;
-    __syncthreads();
-    float total = 0.f;
-    if (threadIdx.x == 0)
-      for (int w = 0; w < kWarps; ++w) total = merge_amax(total, scratch[w]);
-    __syncthreads();  // scratch is free again
-    if (threadIdx.x == 0) atomic_merge_amax(&p.state_amax[scale_group], total);
-    amax_bits = 0;
+    merge_cta_amax(amax_bits, scratch, &p.state_amax[scale_group]);
   };
   for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
     const int64_t g = u / per_group;

@@ -229,6 +229,21 @@ __device__ void quantize_tile(const TileIO& io, float scale, Format format, bool
   if (stage) __syncthreads();  // `stage` is the same in every thread of the CTA
 }
 
+// Merges every thread's amax_bits (the CTA's maximum) into *target with one
+// atomic merge, then clears amax_bits. Every thread of the CTA calls it;
+// `scratch` (kWarps floats) is free again on return.
+__device__ __forceinline__ void merge_cta_amax(uint32_t& amax_bits, float* scratch, float* target) {
+  const float a = amax_from_abs_bits(warp_max_bits(amax_bits));
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = a;
+  __syncthreads();
+  float total = 0.f;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kWarps; ++w) total = merge_amax(total, scratch[w]);
+  __syncthreads();
+  if (threadIdx.x == 0) atomic_merge_amax(target, total);
+  amax_bits = 0;
+}
+
 // Whether quantize_full_tile can take a tile: a full 128 x 128 tile of
 // 16-bit values whose rows start 16-byte aligned (8 elements), row-wise codes
 // 8-byte aligned and column-wise codes 4-byte aligned. The weight kernel
