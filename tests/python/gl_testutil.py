@@ -113,7 +113,16 @@ def rel_err(actual: torch.Tensor, ref: torch.Tensor) -> float:
     a = actual.detach().to("cpu", torch.float64)
     r = ref.detach().to("cpu", torch.float64)
     assert a.shape == r.shape, f"shape {tuple(a.shape)} != reference {tuple(r.shape)}"
-    assert torch.isfinite(a).all(), "non-finite values (unwritten or NaN-poisoned elements?)"
+    finite = torch.isfinite(a)
+    if not finite.all():
+        bad = (~finite).nonzero()
+        where = ", ".join(str(tuple(i.tolist())) for i in bad[:6])
+        lead = ""
+        if a.dim() == 3:  # [G, N, K] gradients: which groups hold them
+            groups = sorted(set(bad[:, 0].tolist()))
+            lead = f"; in groups {groups[:12]}{' ...' if len(groups) > 12 else ''}"
+        raise AssertionError(f"{bad.shape[0]} of {a.numel()} values non-finite (unwritten or "
+                             f"NaN-poisoned elements?), first at {where}{lead}")
     ref_norm = float(torch.linalg.vector_norm(r))
     diff_norm = float(torch.linalg.vector_norm(a - r))
     if ref_norm == 0.0:
