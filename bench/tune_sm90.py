@@ -2,9 +2,13 @@
 throughput cases, to choose the tile configuration per role and problem.
 
     python -m bench.tune_sm90 [--out tune.json] [--cases a,b] [--roles fwd,wgrad]
+                              [--precision bf16|fp8]
 
 Build with the candidates first: `GL_SM90_TUNING=1 scripts/setup.sh` (CMake
-option GL_SM90_TUNING=ON). bf16 kernels only (fp16 runs the same tiles).
+option GL_SM90_TUNING=ON). bf16: the bf16 kernels (fp16 runs the same
+tiles), against torch.matmul. fp8: the per-tensor FP8 kernels of the HYBRID
+recipe (E4M3 forward, E5M2 gradients, bf16 out), operands quantized as
+`python -m bench --sections fp8` does, against torch._scaled_mm.
 Each figure is the median of CUDA-event timed runs, as a ratio to a dense
 GEMM of the same M, N, K measured in the same process.
 """
@@ -19,6 +23,7 @@ import torch
 
 from grouped_linear import ops
 
+from . import fp8_throughput as fp8
 from . import peers
 from .cases import ROLES, ROUTINGS, load_cases, make_splits
 from .throughput import DY_SCALE, W_SCALE, X_SCALE, grouped_linear_product, relative_error
@@ -26,10 +31,93 @@ from .timing import CudaEventTimer
 
 ENGINE = "sm90_grouped"
 ROLE_PREFIX = {"fwd": "forward_bf16_", "dgrad": "dgrad_bf16_", "wgrad": "wgrad_bf16_"}
+FP8_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_", "dgrad": "dgrad_e5m2_bf16_",
+                   "wgrad": "wgrad_e5m2_bf16_"}
 
 
 def median_ms(timer: CudaEventTimer, fn, warmup: int, reps: int) -> float:
     return statistics.median(timer.per_run_seconds(fn, warmup, reps)) * 1e3
+
+
+def time_kernels(fn, prefix: str, kernels: List[str], row: Dict, dense_ms: float, timer,
+                 args) -> None:
+    """Every kernel whose name starts with `prefix` (forced by name), timed,
+    its result compared with the automatic choice's."""
+    ops.set_kernel_override("cuda", ENGINE, "")
+    reference = fn()
+    for name in kernels:
+        if not name.startswith(prefix) or "_to_fp32_" in name or "_block_" in name:
+            continue
+        ops.set_kernel_override("cuda", ENGINE, name)
+        got = fn()
+        err = relative_error(got, reference)
+        del got
+        ms = median_ms(timer, fn, args.warmup, args.reps)
+        row["kernels"][name] = {"ms": ms, "ratio_to_dense": dense_ms / ms,
+                                "rel_err_vs_default": err}
+    ops.set_kernel_override("cuda", ENGINE, "")
+    if not row["kernels"]:
+        print(f"{row['case']:16s} {row['routing']:8s} {row['role']:6s} no {prefix}* kernel built")
+        return
+    best = max(row["kernels"].items(), key=lambda kv: kv[1]["ratio_to_dense"])
+    print(f"{row['case']:16s} {row['routing']:8s} {row['role']:6s} " + "  ".join(
+        f"{n[len(prefix):]}={r['ratio_to_dense']:.2f}" for n, r in row["kernels"].items())
+        + f"   best {best[0]}", flush=True)
+
+
+def new_row(case, routing: str, role: str, dense_ms: float) -> Dict:
+    return {"case": case.name, "routing": routing, "role": role, "G": case.G, "K": case.K,
+            "N": case.N, "T": case.T, "dense_ms": dense_ms, "kernels": {}}
+
+
+def measure_bf16_case(case, roles, kernels, device, timer, args) -> List[Dict]:
+    gen = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(case.T, case.K, dtype=torch.bfloat16, device=device, generator=gen) * X_SCALE
+    w = torch.randn(case.G, case.N, case.K, dtype=torch.bfloat16, device=device,
+                    generator=gen) * W_SCALE
+    dy = torch.randn(case.T, case.N, dtype=torch.bfloat16, device=device,
+                     generator=gen) * DY_SCALE
+    rows = []
+    for role in roles:
+        dense_ms = median_ms(timer, peers.dense_product(role, x, w, dy), args.warmup, args.reps)
+        for routing in ROUTINGS:
+            splits = make_splits(routing, case.G, case.T)
+            fn = grouped_linear_product(role, ENGINE, x, w, dy, splits)
+            row = new_row(case, routing, role, dense_ms)
+            time_kernels(fn, ROLE_PREFIX[role], kernels, row, dense_ms, timer, args)
+            rows.append(row)
+    return rows
+
+
+def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
+    gen = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(case.T, case.K, device=device, generator=gen)
+    w = torch.randn(case.G, case.N, case.K, device=device, generator=gen) * 0.02
+    dy = torch.randn(case.T, case.N, device=device, generator=gen) * 0.01
+    xq, sx = fp8.quantize(x, fp8.E4M3)
+    dyq, sdy = fp8.quantize(dy, fp8.E5M2)
+    wq = torch.empty_like(w, dtype=fp8.E4M3)
+    sw = torch.empty(case.G, device=device)
+    for g in range(case.G):  # setup only
+        wq[g], sw[g] = fp8.quantize(w[g], fp8.E4M3)
+    del x, w, dy
+    wq_t = wq.transpose(1, 2).contiguous()
+    rows = []
+    for role in roles:
+        dense_ms = median_ms(timer, fp8.dense_fp8(role, case, device), args.warmup, args.reps)
+        for routing in ROUTINGS:
+            splits = make_splits(routing, case.G, case.T)
+            if role == "fwd":
+                fn = lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits)  # noqa: E731
+            elif role == "dgrad":
+                fn = lambda: ops.fp8_dgrad(dyq, sdy, wq_t, sw, splits)  # noqa: E731
+            else:
+                dyq_t, xq_t = fp8.columnwise(dyq, splits), fp8.columnwise(xq, splits)
+                fn = lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, case.T)  # noqa: E731
+            row = new_row(case, routing, role, dense_ms)
+            time_kernels(fn, FP8_ROLE_PREFIX[role], kernels, row, dense_ms, timer, args)
+            rows.append(row)
+    return rows
 
 
 def main(argv=None) -> int:
@@ -39,6 +127,7 @@ def main(argv=None) -> int:
     parser.add_argument("--roles", default=",".join(ROLES))
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--precision", choices=("bf16", "fp8"), default="bf16")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("tune_sm90: needs a CUDA GPU", file=sys.stderr)
@@ -51,48 +140,16 @@ def main(argv=None) -> int:
     cases = [c for c in case_file.throughput if not wanted or c.name in wanted]
     roles = [r for r in args.roles.split(",") if r]
     records: List[Dict] = []
+    measure = measure_fp8_case if args.precision == "fp8" else measure_bf16_case
     try:
         for case in cases:
-            gen = torch.Generator(device=device).manual_seed(0)
-            x = torch.randn(case.T, case.K, dtype=torch.bfloat16, device=device, generator=gen) * X_SCALE
-            w = torch.randn(case.G, case.N, case.K, dtype=torch.bfloat16, device=device,
-                            generator=gen) * W_SCALE
-            dy = torch.randn(case.T, case.N, dtype=torch.bfloat16, device=device,
-                             generator=gen) * DY_SCALE
-            for role in roles:
-                dense_ms = median_ms(timer, peers.dense_product(role, x, w, dy), args.warmup, args.reps)
-                for routing in ROUTINGS:
-                    splits = make_splits(routing, case.G, case.T)
-                    ops.set_kernel_override("cuda", ENGINE, "")
-                    fn = grouped_linear_product(role, ENGINE, x, w, dy, splits)
-                    reference = fn()
-                    row = {"case": case.name, "routing": routing, "role": role, "G": case.G,
-                           "K": case.K, "N": case.N, "T": case.T, "dense_ms": dense_ms,
-                           "kernels": {}}
-                    for name in kernels:
-                        if not name.startswith(ROLE_PREFIX[role]) or "_to_fp32_" in name:
-                            continue
-                        ops.set_kernel_override("cuda", ENGINE, name)
-                        got = fn()
-                        err = relative_error(got, reference)
-                        del got
-                        ms = median_ms(timer, fn, args.warmup, args.reps)
-                        row["kernels"][name] = {"ms": ms, "ratio_to_dense": dense_ms / ms,
-                                                "rel_err_vs_default": err}
-                    ops.set_kernel_override("cuda", ENGINE, "")
-                    del reference
-                    records.append(row)
-                    best = max(row["kernels"].items(), key=lambda kv: kv[1]["ratio_to_dense"])
-                    print(f"{case.name:16s} {routing:8s} {role:6s} " + "  ".join(
-                        f"{n[len(ROLE_PREFIX[role]):]}={r['ratio_to_dense']:.2f}"
-                        for n, r in row["kernels"].items()) + f"   best {best[0]}", flush=True)
-            del x, w, dy
+            records.extend(measure(case, roles, kernels, device, timer, args))
             torch.cuda.empty_cache()
     finally:
         ops.set_kernel_override("cuda", ENGINE, "")
         with open(args.out, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "records": records}, f, indent=1)
+                       "precision": args.precision, "records": records}, f, indent=1)
     return 0
 
 

@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-GL_WITH_TESTS=1 scripts/setup.sh
+# The tuning candidates too (csrc/core/cuda/sm90/tuning/), so that the tests
+# compile every CUDA source; they are never chosen automatically.
+GL_SM90_TUNING=${GL_SM90_TUNING:-1} GL_WITH_TESTS=1 scripts/setup.sh
 
 echo "== C++ core tests"
 build_dir=$(ls -d build/cp*/ | head -1)

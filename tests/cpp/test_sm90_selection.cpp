@@ -161,6 +161,34 @@ TEST(Sm90KernelSelection, OverrideWinsForItsRoleOnly) {
   EXPECT_EQ(pick(Role::kForward, kBf16, kBf16, skewed(128)), "forward_bf16_ping64x256");
 }
 
+// Tuning builds (GL_SM90_TUNING, which scripts/test.sh sets) list the FP8
+// candidates, which only an override runs: nothing chosen automatically
+// changes with them.
+TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
+  const std::vector<std::string> candidates = {
+      "forward_e4m3_bf16_fastcoop128x256", "dgrad_e5m2_bf16_fastcoop128x256",
+      "wgrad_e5m2_bf16_fastcoop256x128", "wgrad_e5m2_bf16_ping64x128"};
+  int listed = 0;
+  for (const KernelEntry& e : all_kernels())
+    for (const std::string& c : candidates) listed += c == e.name;
+  if (listed == 0) GTEST_SKIP() << "built without GL_SM90_TUNING";
+  EXPECT_EQ(listed, static_cast<int>(candidates.size()));
+  constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2;
+  for (const auto& sizes : {std::vector<int64_t>(8, 2048), std::vector<int64_t>(128, 256),
+                            skewed(128), std::vector<int64_t>(32, 4096)}) {
+    EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes).find("fast"), std::string::npos);
+    EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes).find("fast"), std::string::npos);
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes), "wgrad_e5m2_bf16_coop128x128");
+  }
+  const std::vector<int64_t> uniform(32, 256);
+  set_kernel_override("wgrad_e5m2_bf16_fastcoop256x128");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, uniform), "wgrad_e5m2_bf16_fastcoop256x128");
+  // The override names E5M2 x E4M3 to bf16: other formats keep their kernel.
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, uniform), "wgrad_e4m3_bf16_coop128x128");
+  set_kernel_override("");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, uniform), "wgrad_e5m2_bf16_coop128x128");
+}
+
 TEST(Sm90KernelSelection, NamesAreUniqueAndDescribeTheKernel) {
   const auto& kernels = all_kernels();
   ASSERT_GE(kernels.size(), 16u);

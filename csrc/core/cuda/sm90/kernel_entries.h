@@ -42,16 +42,17 @@
   X(wgrad_e4m3_to_fp32_block_coop128x128) \
   X(wgrad_e5m2_to_fp32_block_coop128x128)
 
-// Candidates measured by `python -m bench.tune_sm90` and not chosen
-// automatically (they lost on every benchmark case, BENCHMARKS.md).
-#define GL_SM90_TUNING_KERNELS(X) \
-  X(forward_bf16_coop128x128)     \
-  X(forward_bf16_ping128x128)     \
-  X(dgrad_bf16_coop128x128)       \
-  X(dgrad_bf16_ping128x128)       \
-  X(wgrad_bf16_ping128x128)       \
-  X(wgrad_bf16_ping64x256)        \
-  X(wgrad_bf16_coop128x128)
+// Candidates for `python -m bench.tune_sm90`, never chosen automatically:
+// FP8 tiles ("fast": fast accumulation) still to be measured. The bf16
+// candidates of 2026-12-02 (128x128 cooperative and pingpong, 64x256
+// pingpong for wgrad) lost on every benchmark case and were removed
+// (benchmarks/h200-2026-12-02-tune-sm90.json has their figures; git
+// history, commit ca6849d, their sources).
+#define GL_SM90_TUNING_KERNELS(X)      \
+  X(forward_e4m3_bf16_fastcoop128x256) \
+  X(dgrad_e5m2_bf16_fastcoop128x256)   \
+  X(wgrad_e5m2_bf16_fastcoop256x128)   \
+  X(wgrad_e5m2_bf16_ping64x128)
 
 namespace grouped_linear::cuda::sm90 {
 
