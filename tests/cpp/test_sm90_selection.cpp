@@ -166,8 +166,9 @@ TEST(Sm90KernelSelection, OverrideWinsForItsRoleOnly) {
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   const std::vector<std::string> candidates = {
-      "forward_e4m3_bf16_fastcoop128x256", "dgrad_e5m2_bf16_fastcoop128x256",
-      "wgrad_e5m2_bf16_fastcoop256x128", "wgrad_e5m2_bf16_ping64x128"};
+      "forward_e4m3_bf16_fastcoop128x256", "forward_e4m3_bf16_fastping64x256",
+      "dgrad_e5m2_bf16_fastcoop128x256",   "dgrad_e5m2_bf16_fastping64x256",
+      "wgrad_e5m2_bf16_fastcoop256x128",   "wgrad_e5m2_bf16_ping64x128"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;

@@ -50,7 +50,9 @@
 // history, commit ca6849d, their sources).
 #define GL_SM90_TUNING_KERNELS(X)      \
   X(forward_e4m3_bf16_fastcoop128x256) \
+  X(forward_e4m3_bf16_fastping64x256)  \
   X(dgrad_e5m2_bf16_fastcoop128x256)   \
+  X(dgrad_e5m2_bf16_fastping64x256)    \
   X(wgrad_e5m2_bf16_fastcoop256x128)   \
   X(wgrad_e5m2_bf16_ping64x128)
 

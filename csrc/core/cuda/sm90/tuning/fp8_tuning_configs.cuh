@@ -22,5 +22,7 @@ struct Fp8FastAccumTileConfig : TileConfig<TileM, TileN, 128, 1, Cooperative> {
 
 using Fp8FastCoop128x256 = Fp8FastAccumTileConfig<128, 256, true>;
 using Fp8FastCoop256x128 = Fp8FastAccumTileConfig<256, 128, true>;
+// bf16's choice for routed (skewed) groups, 64-row tiles, at FP8.
+using Fp8FastPing64x256 = Fp8FastAccumTileConfig<64, 256, false>;
 
 }  // namespace grouped_linear::cuda::sm90
