@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The reliability pass on a GPU machine (the package already built and
-# installed): fuzz (>= 1000 cases), memory, workspaces, determinism,
+# installed): fuzz (>= 1000 cases; then 300 with random bytes, not NaN, left
+# in freed memory), memory, workspaces, determinism,
 # concurrency, the bad-input matrix, and compute-sanitizer (in the
 # background, concurrently), the initcheck attribution probe
 # (scripts/initcheck_probe.py), then RELIABILITY.md from the results.
@@ -66,6 +67,11 @@ step() {
 PYTEST=("$PY" -m pytest -q -p no:cacheprovider -rs)
 GL_FUZZ_DEVICE=$FUZZ_DEVICE GL_FUZZ_CASES=$FUZZ_CASES \
   step fuzz 300 "${PYTEST[@]}" tests/python/test_fuzz.py
+if [ "$HAS_CUDA" = 1 ]; then  # random bytes, not NaN, in freed memory; other draws
+  GL_FUZZ_DEVICE=cuda GL_FUZZ_POISON=random GL_FUZZ_SEED=${GL_FUZZ_RANDOM_SEED:-4321} \
+    GL_FUZZ_CASES=${GL_FUZZ_RANDOM_CASES:-300} \
+    step fuzz_random 150 "${PYTEST[@]}" tests/python/test_fuzz.py -k test_fuzz_case
+fi
 step reliability 240 "${PYTEST[@]}" tests/python/test_reliability.py
 step bad_input 180 "${PYTEST[@]}" tests/python/test_bad_input_matrix.py
 

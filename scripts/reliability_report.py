@@ -5,7 +5,7 @@
                                                  [--json reliability.json]
 
 RESULTS holds what the tests write under GL_RELIABILITY_OUT (fuzz.json,
-memory.json, workspaces.json, determinism.json, concurrency.json,
+fuzz_random.json, memory.json, workspaces.json, determinism.json, concurrency.json,
 bad_input.json), steps.tsv and environment.txt from
 scripts/reliability_gpu.sh, sanitize.json from scripts/sanitize.sh and
 initcheck_probe.json from scripts/initcheck_probe.py.
@@ -17,8 +17,8 @@ import json
 import os
 import sys
 
-SECTIONS = ["fuzz", "memory", "workspaces", "determinism", "concurrency", "bad_input", "sanitize",
-            "initcheck_probe"]
+SECTIONS = ["fuzz", "fuzz_random", "memory", "workspaces", "determinism", "concurrency",
+            "bad_input", "sanitize", "initcheck_probe"]
 
 
 def load(folder):
@@ -51,6 +51,28 @@ def cell(text):
 
 
 PENDING = "_pending: GPU figures come from `scripts/reliability_gpu.sh RESULTS_DIR` on a GPU machine._"
+
+
+def fuzz_random_section(d):
+    """The second CUDA pass: random bytes (not NaN) left in freed memory, so a
+    read of memory nobody wrote gives garbage that NaN would hide or expose
+    differently (GL_FUZZ_POISON=random, another base seed)."""
+    f = d.get("fuzz_random")
+    if not f:
+        return []
+    failed = f.get("failed", [])
+    out = ["## Fuzzing with random bytes in freed memory", "",
+           f"- `GL_FUZZ_POISON=random`, device **{f['device']}**, base seed "
+           f"**{f['base_seed']}**, **{f['cases']} cases, {f['passed']} passed, "
+           f"{len(failed)} failed**, {f['seconds']} s. The same draws and checks as above; "
+           "freed CUDA memory holds seeded random bytes instead of NaN before each step.", ""]
+    if failed:
+        out += ["Failed cases:", ""]
+        out += [f"- case {r['index']} (seed {r['seed']}): {r['text']} — "
+                f"{r.get('error', '')[:200]}; `GL_FUZZ_POISON=random {r['repro']}`"
+                for r in failed[:30]]
+        out.append("")
+    return out
 
 
 def fuzz_section(d):
@@ -338,8 +360,8 @@ def markdown(d, total_seconds=None):
         if total_seconds is not None:
             lines.append(f"| total | | {total_seconds} | |")
         lines.append("")
-    for section in (fuzz_section, memory_section, determinism_section, concurrency_section,
-                    sanitize_section, bad_input_section):
+    for section in (fuzz_section, fuzz_random_section, memory_section, determinism_section,
+                    concurrency_section, sanitize_section, bad_input_section):
         lines += section(d)
     lines += UNTESTED
     return "\n".join(lines)

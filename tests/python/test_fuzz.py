@@ -352,8 +352,9 @@ def _summary_at_the_end():
 
 
 def write_summary():
-    """fuzz.json under GL_RELIABILITY_OUT (also every 100 cases, so a run cut
-    short by a timeout still reports what it did)."""
+    """fuzz.json under GL_RELIABILITY_OUT (fuzz_random.json / fuzz_zero.json
+    under another GL_FUZZ_POISON), also every 100 cases, so a run cut short by
+    a timeout still reports what it did."""
     out = os.environ.get("GL_RELIABILITY_OUT")
     if not out or not SUMMARY:
         return
@@ -361,7 +362,7 @@ def write_summary():
     count = lambda key: {v: sum(1 for r in records if r[key] == v)  # noqa: E731
                          for v in sorted({r[key] for r in records}, key=str)}
     summary = dict(
-        base_seed=BASE_SEED, device=DEVICE, cases=len(records),
+        base_seed=BASE_SEED, device=DEVICE, poison=POISON, cases=len(records),
         passed=sum(r["ok"] for r in records), failed=[r for r in records if not r["ok"]],
         seconds=round(time.time() - _START, 1),
         by_recipe=count("recipe"), by_dtype=count("dtype"), by_engine=count("engine"),
@@ -372,7 +373,8 @@ def write_summary():
         with_empty_groups=sum(r["empty_groups"] > 0 for r in records),
         main_grad=sum(r["main_grad"] for r in records), bias=sum(r["bias"] for r in records))
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "fuzz.json"), "w") as f:
+    name = "fuzz.json" if POISON == "nan" else f"fuzz_{POISON}.json"
+    with open(os.path.join(out, name), "w") as f:
         json.dump(summary, f, indent=1)
 
 
@@ -433,3 +435,26 @@ def test_fuzz_draws_are_reproducible_and_varied():
             if d["rows"] > 10 and max(s) >= 0.9 * d["rows"] and d["groups"] > 2:
                 kinds.add("huge")
         assert kinds == {"empty", "huge"}
+
+
+def test_report_shows_the_random_poison_pass(tmp_path):
+    """A GL_FUZZ_POISON=random run writes fuzz_random.json beside fuzz.json;
+    scripts/reliability_report.py gives it its own section, failures with a
+    repro line that keeps the poison."""
+    import importlib.util
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location(
+        "reliability_report", os.path.join(root, "scripts", "reliability_report.py"))
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    failed = dict(index=425, seed=7, text="G=209 T=125", error="AssertionError: wgrad",
+                  repro=repro(425))
+    (tmp_path / "fuzz_random.json").write_text(json.dumps(dict(
+        base_seed=4321, device="cuda", poison="random", cases=300, passed=299,
+        failed=[failed], seconds=40.0)))
+    text = report.markdown(report.load(str(tmp_path)))
+    assert "## Fuzzing with random bytes in freed memory" in text
+    assert "**300 cases, 299 passed, 1 failed**" in text
+    assert f"`GL_FUZZ_POISON=random {repro(425)}`" in text
+    assert "_pending: no fuzz results._" in text  # the NaN pass is its own section
