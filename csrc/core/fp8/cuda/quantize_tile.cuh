@@ -82,6 +82,23 @@ __device__ __forceinline__ void load4(const typename Storage<K>::type* src,
   }
 }
 
+// A 128 x 128 block's scale from the warps' folded segment amaxes: every
+// thread gets it, thread 0 writes its scale_inv to whichever copies ask.
+// The barrier also completes the staged tile.
+__device__ __forceinline__ float tile_block_scale(float folded, float* scratch, float fp8_max,
+                                                  bool power_2, const TileIO& io) {
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = folded;
+  __syncthreads();
+  float block_amax = 0.f;
+  for (int w = 0; w < kWarps; ++w) block_amax = fold_block_amax(block_amax, scratch[w]);
+  const float tile_scale = block_scale(block_amax, fp8_max, power_2);
+  if (threadIdx.x == 0) {
+    if (io.row_scale != nullptr) *io.row_scale = host_recip(tile_scale);
+    if (io.col_scale != nullptr) *io.col_scale = host_recip(tile_scale);
+  }
+  return tile_scale;
+}
+
 // Quantizes one tile. `scale` is the per-tensor scale (kUniform). With
 // `track`, abs_bits of every element is maxed into amax_bits (see
 // fp8_device.cuh; amax_from_abs_bits gives the amax); with `sums_on`,
@@ -177,15 +194,7 @@ __device__ void quantize_tile(const TileIO& io, float scale, Format format, bool
 
   float tile_scale = scale;
   if constexpr (kScaling == kPerTile) {
-    if (lane == 0) scratch[warp] = folded;
-    __syncthreads();  // also: the staged tile is complete
-    float block_amax = 0.f;
-    for (int w = 0; w < kWarps; ++w) block_amax = fold_block_amax(block_amax, scratch[w]);
-    tile_scale = block_scale(block_amax, fp8_max, power_2);
-    if (threadIdx.x == 0) {
-      if (io.row_scale != nullptr) *io.row_scale = host_recip(tile_scale);
-      if (io.col_scale != nullptr) *io.col_scale = host_recip(tile_scale);
-    }
+    tile_scale = tile_block_scale(folded, scratch, fp8_max, power_2, io);
     if (io.row_out != nullptr)
       for (int i = 0; i < kRowsPerWarp; ++i) {
         const int r = warp + kWarps * i;
@@ -329,15 +338,7 @@ __device__ void quantize_full_tile(const TileIO& io, float scale, Format format,
     // Folded amaxes are never NaN (a NaN segment drops out), so the two
     // halves and the warps combine in any order.
     folded = fold_block_amax(folded, __shfl_xor_sync(0xffffffffu, folded, 16));
-    if (lane == 0) scratch[warp] = folded;
-    __syncthreads();  // also: the staged tile is complete
-    float block_amax = 0.f;
-    for (int w = 0; w < kWarps; ++w) block_amax = fold_block_amax(block_amax, scratch[w]);
-    tile_scale = block_scale(block_amax, fp8_max, power_2);
-    if (threadIdx.x == 0) {
-      if (io.row_scale != nullptr) *io.row_scale = host_recip(tile_scale);
-      if (io.col_scale != nullptr) *io.col_scale = host_recip(tile_scale);
-    }
+    tile_scale = tile_block_scale(folded, scratch, fp8_max, power_2, io);
     if (io.row_out != nullptr)
       for (int i = 0; i < 8; ++i) {
         const int r = 2 * warp + half + 16 * i;
