@@ -35,7 +35,12 @@ __device__ float history_amax(const DelayedScalingGroup& s, int64_t t, bool use_
 constexpr int kUpdateThreads = 256;
 constexpr int kUpdateWarps = kUpdateThreads / 32;
 constexpr int kColumnsPerCta = 32;
-constexpr int kRowsPerThread = 16;  // loads a thread has in flight per chunk
+// Loads a thread has in flight per chunk. A set with few tensors gets one or
+// two CTAs for the whole GPU, so the roll is bound by memory latency, not
+// bandwidth: each chunk costs about one round trip, and 64 rows a thread
+// (a 512-row chunk, 64 KiB in flight per CTA) roll a 1024-row history in two
+// chunks where 16 rows a thread took eight.
+constexpr int kRowsPerThread = 64;
 constexpr int kChunkRows = kUpdateWarps * kRowsPerThread;
 
 // grid: (32-tensor column blocks, sets of the batch). The roll writes rows
@@ -45,7 +50,7 @@ constexpr int kChunkRows = kUpdateWarps * kRowsPerThread;
 // later chunk writes only after its own barrier, when this chunk's reads are
 // done; so one barrier per chunk suffices. (One thread per column walking
 // its 1024-row history, each load waiting on the previous store, took about
-// 140 us for a module's two sets on an H200; this takes about 60.)
+// 140 us for a module's two sets on an H200; 128-row chunks took about 60.)
 __global__ void __launch_bounds__(kUpdateThreads)
     update_kernel(const __grid_constant__ SetBatch batch, int margin, bool use_max) {
   __shared__ float partial[kUpdateWarps][kColumnsPerCta];
@@ -60,20 +65,27 @@ __global__ void __launch_bounds__(kUpdateThreads)
   // merge_amax over the rows this thread reads; -inf is its identity.
   float a = bits_float(0xFF800000u);
   if (present && use_max && warp == 0 && len >= 2) a = column[(len - 1) * n];  // read by no chunk
+  const int64_t row_step = static_cast<int64_t>(kUpdateWarps) * n;  // between a thread's rows
   for (int64_t hi = len; hi > 1; hi -= kChunkRows) {
+    // This thread reads old rows top, top - 8, ... and writes each one row
+    // down (row + 1); rows below 0 are not there.
+    const int64_t top = hi - 2 - warp;
+    const int rows =
+        present && top >= 0
+            ? static_cast<int>(min(static_cast<int64_t>(kRowsPerThread), top / kUpdateWarps + 1))
+            : 0;
+    const float* src = column + top * n;
     float v[kRowsPerThread];
 #pragma unroll
     for (int j = 0; j < kRowsPerThread; ++j) {
-      const int64_t w = hi - 1 - (warp + kUpdateWarps * j);  // the row this thread writes
-      v[j] = present && w >= 1 ? column[(w - 1) * n] : 0.f;
-      if (present && w >= 1 && use_max) a = merge_amax(a, v[j]);
+      v[j] = j < rows ? src[-j * row_step] : 0.f;
+      if (j < rows && use_max) a = merge_amax(a, v[j]);
     }
     __syncthreads();
+    float* dst = column + (top + 1) * n;
 #pragma unroll
-    for (int j = 0; j < kRowsPerThread; ++j) {
-      const int64_t w = hi - 1 - (warp + kUpdateWarps * j);
-      if (present && w >= 1) column[w * n] = v[j];
-    }
+    for (int j = 0; j < kRowsPerThread; ++j)
+      if (j < rows) dst[-j * row_step] = v[j];
   }
   partial[warp][lane] = a;
   __syncthreads();  // also: every chunk has read row 0
