@@ -1,5 +1,6 @@
 // The exhaustive check behind fp8_conversion_mismatches: every float bit
-// pattern through the kernels' conversion and through to_fp8.
+// pattern through the kernels' conversions (single and paired) and through
+// to_fp8.
 #include <cuda_runtime.h>
 
 #include "core/cuda/cuda_check.h"
@@ -16,6 +17,14 @@ __global__ void count_mismatches_kernel(Format format, unsigned long long* count
        i < (uint64_t{1} << 32); i += step) {
     const float x = bits_float(static_cast<uint32_t>(i));
     local += device_to_fp8(x, format) != to_fp8(x, format);
+    // The paired conversion, x in one byte and another pattern in the other
+    // (NaNs are not its inputs).
+    const float y = bits_float(static_cast<uint32_t>(i) * 2654435761u);
+    if (!is_nan(x) && !is_nan(y)) {
+      const uint32_t pair = device_to_fp8x2(x, y, format);
+      local += (pair & 0xFFu) != to_fp8(x, format);
+      local += (pair >> 8) != to_fp8(y, format);
+    }
   }
   if (local != 0) atomicAdd(count, local);
 }

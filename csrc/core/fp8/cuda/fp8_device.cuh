@@ -99,6 +99,30 @@ __device__ __forceinline__ uint8_t device_to_fp8(float x, Format format) {
 #endif
 }
 
+// Two values that are not NaN to FP8 in one conversion: byte 0 from `lo`,
+// byte 1 from `hi`, each what device_to_fp8 gives (its NaN case never
+// arises). Checked with device_to_fp8 by fp8_conversion_mismatches.
+__device__ __forceinline__ uint32_t device_to_fp8x2(float lo, float hi, Format format) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  unsigned short pair;  // cvt puts its first source in the upper byte
+  if (format == Format::kE4M3)
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
+  return pair;
+#else
+  return static_cast<uint32_t>(to_fp8(lo, format)) | static_cast<uint32_t>(to_fp8(hi, format)) << 8;
+#endif
+}
+
+// Whether x * scale needs none of host_mul's NaN cases for every x whose
+// |x| bits are at most `abs_bits_max`: no x is NaN (bits above infinity's),
+// and the scale is positive and finite, so no product is NaN either
+// (inf * 0 cannot occur). Then host_mul(x, scale) is __fmul_rn(x, scale).
+__device__ __forceinline__ bool plain_products(uint32_t abs_bits_max, float scale) {
+  return abs_bits_max <= 0x7F800000u && scale > 0.f && float_bits(scale) < 0x7F800000u;
+}
+
 // The NaN an invalid operation (inf * 0) gives on the host.
 __device__ __forceinline__ float host_default_nan() {
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)

@@ -99,6 +99,23 @@ __device__ __forceinline__ float tile_block_scale(float folded, float* scratch, 
   return tile_scale;
 }
 
+// Four values times `s` as FP8 codes, packed little-endian (byte e from
+// v[e]): device_to_fp8(host_mul(v[e], s)) each, two conversions at a time
+// when none of the products needs host_mul's NaN handling (plain_products).
+__device__ __forceinline__ uint32_t fp8x4(const float (&v)[4], float s, Format format) {
+  uint32_t m = 0;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) m = max(m, abs_bits(v[e]));
+  if (plain_products(m, s))
+    return device_to_fp8x2(__fmul_rn(v[0], s), __fmul_rn(v[1], s), format) |
+           device_to_fp8x2(__fmul_rn(v[2], s), __fmul_rn(v[3], s), format) << 16;
+  uint32_t q = 0;
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    q |= static_cast<uint32_t>(device_to_fp8(host_mul(v[e], s), format)) << (8 * e);
+  return q;
+}
+
 // Quantizes one tile. `scale` is the per-tensor scale (kUniform). With
 // `track`, abs_bits of every element is maxed into amax_bits (see
 // fp8_device.cuh; amax_from_abs_bits gives the amax); with `sums_on`,
@@ -127,17 +144,14 @@ __device__ void quantize_tile(const TileIO& io, float scale, Format format, bool
 
   // Row-wise codes of one row from its values (4 per lane).
   auto store_row = [&](int r, const float (&v)[4], float s) {
-    uint8_t q[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) q[e] = device_to_fp8(host_mul(v[e], s), format);
+    const uint32_t q = fp8x4(v, s, format);
     uint8_t* dst = io.row_out + r * io.row_stride + c;
     if (io.vec_out && full) {
-      *reinterpret_cast<uint32_t*>(dst) =
-          q[0] | (q[1] << 8) | (q[2] << 16) | (static_cast<uint32_t>(q[3]) << 24);
+      *reinterpret_cast<uint32_t*>(dst) = q;
     } else {
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        if (e < left) dst[e] = q[e];
+        if (e < left) dst[e] = static_cast<uint8_t>(q >> (8 * e));
     }
   };
 
@@ -225,11 +239,12 @@ __device__ void quantize_tile(const TileIO& io, float scale, Format format, bool
         if (lane == 0) io.col_scale[cc * io.col_scale_stride] = host_recip(s);
       }
       uint8_t* dst = io.col_out + cc * io.col_stride;
+      const uint32_t codes = fp8x4(x, s, format);  // absent rows hold 0: never NaN
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int r = lane + 32 * q;
         if (r < io.nr)
-          dst[r] = device_to_fp8(host_mul(x[q], s), format);
+          dst[r] = static_cast<uint8_t>(codes >> (8 * q));
         else if (r < io.nr_pad)
           dst[r] = 0;
       }
@@ -290,11 +305,9 @@ __device__ void quantize_full_tile(const TileIO& io, float scale, Format format,
     }
   };
   auto store_row = [&](int r, const float (&v)[8], float s) {
-    uint32_t q[2] = {0, 0};
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      q[e >> 2] |= static_cast<uint32_t>(device_to_fp8(host_mul(v[e], s), format)) << (8 * (e & 3));
-    *reinterpret_cast<uint2*>(io.row_out + r * io.row_stride + c) = make_uint2(q[0], q[1]);
+    const float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
+    *reinterpret_cast<uint2*>(io.row_out + r * io.row_stride + c) =
+        make_uint2(fp8x4(lo, s, format), fp8x4(hi, s, format));
   };
 
   // Thread (warp, half) takes rows 2 * warp + half + 16 * i, i = 0 .. 7.
@@ -358,12 +371,10 @@ __device__ void quantize_full_tile(const TileIO& io, float scale, Format format,
     // (mod 32), and stores them as one word.
     for (int k = 0; k < kTile / kWarps; ++k) {
       const int cc = warp + kWarps * k;
-      uint32_t mine = 0;
+      float x[4];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float x = widen<K>(tile[(lane + 32 * q) * kPitch + cc]);
-        mine |= static_cast<uint32_t>(device_to_fp8(host_mul(x, tile_scale), format)) << (8 * q);
-      }
+      for (int q = 0; q < 4; ++q) x[q] = widen<K>(tile[(lane + 32 * q) * kPitch + cc]);
+      const uint32_t mine = fp8x4(x, tile_scale, format);
       uint32_t out = 0;
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
