@@ -7,9 +7,19 @@ HYBRID format). Each role reads the copy of an operand laid out for it
 and the group-aligned column-wise dYᵀ and Xᵀ for wgrad. The quantization
 itself is not timed here (the end-to-end module figures include it).
 
+Ours: grouped_linear:fp8 promotes the tensor core's partial sums into fp32
+(use_split_accumulator=True: Transformer Engine's choice for dgrad and wgrad,
+this library's for the forward too unless the recipe says otherwise);
+grouped_linear:fp8_fast allows fast accumulation (use_split_accumulator=
+False: TE's default for the forward; roles without a fast kernel run the
+promoting one).
+
 Peers, in the same process:
   dense_fp8           torch._scaled_mm (cuBLAS) of the same M, N, K, per-tensor
-                      scales, bf16 output: the ratio's denominator
+                      scales, bf16 output: the denominator of grouped_linear:fp8
+  dense_fp8_fast      the same with use_fast_accum=True: the denominator of
+                      grouped_linear:fp8_fast, so each ratio compares like
+                      accumulation with like
   scaled_grouped_mm   torch._scaled_grouped_mm, row-wise scales (where this
                       torch has it; wgrad is not run, it takes no column-wise
                       per-group layout)
@@ -18,7 +28,7 @@ Peers, in the same process:
 import statistics
 import sys
 import traceback
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import torch
 
@@ -57,7 +67,7 @@ def columnwise(codes: torch.Tensor, splits: Sequence[int]) -> torch.Tensor:
     return out.view(codes.dtype)
 
 
-def dense_fp8(role: str, case: ThroughputCase, device) -> callable:
+def dense_fp8(role: str, case: ThroughputCase, device, fast: bool = False) -> callable:
     """torch._scaled_mm of the role's M x N x K, operands as cuBLAS wants them."""
     m, n, k = {"fwd": (case.T, case.N, case.K), "dgrad": (case.T, case.K, case.N),
                "wgrad": (case.N, case.K, case.T)}[role]
@@ -65,7 +75,8 @@ def dense_fp8(role: str, case: ThroughputCase, device) -> callable:
     a = torch.randn(m, k, device=device, generator=gen).to(E4M3)
     b = torch.randn(n, k, device=device, generator=gen).to(E4M3)
     one = torch.ones((), device=device)
-    return lambda: torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16)
+    return lambda: torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16,
+                                    use_fast_accum=fast)
 
 
 def scaled_grouped_mm(role: str, xq, wq, wq_t, dy_e4m3, offs):
@@ -98,12 +109,14 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
     wq_t = wq.transpose(1, 2).contiguous()
     flops = case.flops()
 
-    dense: Dict[str, dict] = {}
+    dense: Dict[Tuple[str, bool], dict] = {}
     for role in settings.roles:
-        try:
-            dense[role] = time_product(timer, dense_fp8(role, case, device), settings, flops)
-        except Exception as exc:  # noqa: BLE001
-            dense[role] = {"error": short_error(exc)}
+        for fast in (False, True):
+            try:
+                dense[role, fast] = time_product(timer, dense_fp8(role, case, device, fast),
+                                                 settings, flops)
+            except Exception as exc:  # noqa: BLE001
+                dense[role, fast] = {"error": short_error(exc)}
 
     records = []
     for routing in settings.routings:
@@ -112,14 +125,19 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
         dyq_t = columnwise(dyq, splits) if "wgrad" in settings.roles else None
         xq_t = columnwise(xq, splits) if "wgrad" in settings.roles else None
         for role in settings.roles:
-            products = {
-                "fwd": lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits),
-                "dgrad": lambda: ops.fp8_dgrad(dyq, sdy, wq_t, sw, splits),
-                "wgrad": lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, case.T),
-            }
+            def product(split: bool):
+                return {
+                    "fwd": lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits,
+                                                   split_accumulator=split),
+                    "dgrad": lambda: ops.fp8_dgrad(dyq, sdy, wq_t, sw, splits,
+                                                   split_accumulator=split),
+                    "wgrad": lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, case.T,
+                                                   split_accumulator=split),
+                }[role]
             impls: Dict[str, dict] = {}
             reference = None
-            for name, build in (("grouped_linear:fp8", lambda: products[role]),
+            for name, build in (("grouped_linear:fp8", lambda: product(True)),
+                                ("grouped_linear:fp8_fast", lambda: product(False)),
                                 ("scaled_grouped_mm",
                                  lambda: scaled_grouped_mm(role, xq, wq, wq_t, dy_e4m3, offs))):
                 entry: Dict[str, object] = {}
@@ -138,7 +156,8 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
                     if name.startswith("grouped"):
                         traceback.print_exc(file=sys.stderr)
                 impls[name] = entry
-            impls["dense_fp8"] = dict(dense[role])
+            impls["dense_fp8"] = dict(dense[role, False])
+            impls["dense_fp8_fast"] = dict(dense[role, True])
             add_ratios_fp8(impls)
             records.append({"case": case.name, "G": case.G, "K": case.K, "N": case.N,
                             "T": case.T, "routing": routing, "splits": splits_summary(splits),
@@ -152,10 +171,11 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
 
 
 def add_ratios_fp8(impls: Dict[str, dict]) -> None:
-    base = impls.get("dense_fp8", {}).get("tflops")
-    for entry in impls.values():
-        if base and "tflops" in entry:
-            entry["ratio_to_dense"] = entry["tflops"] / base
+    """Ratios to dense FP8 of the same accumulation: *_fast to dense_fp8_fast."""
+    for name, entry in impls.items():
+        base = impls.get("dense_fp8_fast" if name.endswith("_fast") else "dense_fp8", {})
+        if base.get("tflops") and "tflops" in entry:
+            entry["ratio_to_dense"] = entry["tflops"] / base["tflops"]
 
 
 def run(cases: Sequence[ThroughputCase], device, timer, settings: Settings) -> List[dict]:

@@ -114,8 +114,12 @@ def render(result: dict, source: str = "", plot: str = "") -> str:
                 "Per-tensor scaled FP8 (E4M3 activations and weights, E5M2 gradients), bf16 "
                 "output, operands quantized before timing (`bench/fp8_throughput.py`). In "
                 "brackets the ratio to `dense_fp8`: one `torch._scaled_mm` (cuBLAS) of the same "
-                "M, N, K. `scaled_grouped_mm` is `torch._scaled_grouped_mm` with row-wise "
-                "scales (E4M3 only, not run for wgrad).", "",
+                "M, N, K. `grouped_linear:fp8` accumulates in fp32 (use_split_accumulator=True), "
+                "`grouped_linear:fp8_fast` allows fast accumulation (False: Transformer Engine's "
+                "default for the forward; wgrad to bf16 has a fast kernel too, the other roles "
+                "fall back to fp32 accumulation) and is compared with `dense_fp8_fast` "
+                "(`use_fast_accum=True`). `scaled_grouped_mm` is `torch._scaled_grouped_mm` with "
+                "row-wise scales (E4M3 only, not run for wgrad).", "",
                 render_markdown(throughput_table(result["fp8_throughput"], notes)), ""]
     if result.get("fp8_end_to_end"):
         out += ["## FP8 end to end", "",

@@ -19,7 +19,7 @@ PANELS = [
     ("throughput", "bf16 grouped GEMMs, ratio to dense torch.matmul",
      ["grouped_linear:sm90_grouped", "grouped_mm", "grouped_linear:cublas"], 0.90),
     ("fp8_throughput", "FP8 grouped GEMMs, ratio to dense torch._scaled_mm",
-     ["grouped_linear:fp8", "scaled_grouped_mm"], 0.85),
+     ["grouped_linear:fp8", "grouped_linear:fp8_fast", "scaled_grouped_mm"], 0.85),
 ]
 
 

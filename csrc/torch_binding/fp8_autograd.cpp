@@ -76,7 +76,8 @@ std::vector<int64_t> encode(const fp8::Recipe& r) {
           r.power_2_scales ? 1 : 0,
           r.activation_block_rows,
           r.weight_block_rows,
-          r.block_cols};
+          r.block_cols,
+          fp8::split_accumulator_bits(r)};
 }
 
 fp8::Recipe decode(const std::vector<int64_t>& v) {
@@ -90,6 +91,7 @@ fp8::Recipe decode(const std::vector<int64_t>& v) {
   r.activation_block_rows = static_cast<int>(v[6]);
   r.weight_block_rows = static_cast<int>(v[7]);
   r.block_cols = static_cast<int>(v[8]);
+  fp8::set_split_accumulator_bits(r, v[9]);
   return r;
 }
 
@@ -151,6 +153,7 @@ Fp8Forward run_forward(const at::Tensor& inp, const at::Tensor& x, const at::Ten
   problem.bias = bias_view(bias, "bias");
   problem.y = matrix_view(y2d, "out");
   problem.splits = splits.view();
+  problem.split_accumulator = recipe.fprop_split_accumulator;
   const Device device = to_core_device(x.device());
   fp8::run_fp8_forward(engine_for(device), problem, exec_context(x.device()));
   // Only the column-wise copies live on (for backward).
@@ -281,8 +284,9 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
       const at::ScalarType weight_dtype = saved_weight_dtype(ctx);
       Fp8Activation dy_col = dyq;  // only the column-wise copy is needed from here on
       dy_col.row = dy_col.row_scale_inv = at::Tensor();
+      const bool split_accumulator = recipe.wgrad_split_accumulator;
       compute_dw = [dy_col, xq, main_grad, into_main_grad, accumulate, weight_dtype, splits, groups,
-                    n, k, t, fuse, weight_sizes]() {
+                    n, k, t, fuse, weight_sizes, split_accumulator]() {
         const at::Device device = dy_col.col.device();
         c10::OptionalDeviceGuard guard(device);
         const at::Tensor target =
@@ -295,6 +299,7 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
         problem.accumulate = accumulate;
         problem.splits = splits.view();
         problem.total_rows = t;
+        problem.split_accumulator = split_accumulator;
         fp8::run_fp8_wgrad(engine_for(to_core_device(device)), problem, exec_context(device));
         // With fused accumulation the gradient went into main_grad; .grad
         // stays unset, as in the unquantized path.
@@ -353,6 +358,7 @@ at::Tensor fp8_dgrad_rows(const at::Tensor& dy, const Fp8Activation& dyq, const 
   problem.w = wq.view();
   problem.dx = matrix_view(dx, "grad_input");
   problem.splits = splits.view();
+  problem.split_accumulator = recipe.dgrad_split_accumulator;
   fp8::run_fp8_dgrad(engine_for(to_core_device(device)), problem, exec_context(device));
   return dx;
 }

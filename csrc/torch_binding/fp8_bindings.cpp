@@ -26,7 +26,8 @@ Format parse_format(const std::string& name) {
 
 fp8::Recipe make_recipe(const std::string& kind, const std::string& format, int margin,
                         int amax_history_len, const std::string& amax_compute_algo,
-                        bool power_2_scales) {
+                        bool power_2_scales, bool fprop_split_accumulator,
+                        bool dgrad_split_accumulator, bool wgrad_split_accumulator) {
   fp8::Recipe r;
   if (kind == "delayed") {
     r.kind = fp8::RecipeKind::kDelayed;
@@ -59,6 +60,9 @@ fp8::Recipe make_recipe(const std::string& kind, const std::string& format, int 
     r.amax_compute_algo = fp8::AmaxAlgo::kMostRecent;
   }
   r.power_2_scales = power_2_scales;
+  r.fprop_split_accumulator = fprop_split_accumulator;
+  r.dgrad_split_accumulator = dgrad_split_accumulator;
+  r.wgrad_split_accumulator = wgrad_split_accumulator;
   return r;
 }
 
@@ -211,7 +215,9 @@ void register_fp8(py::module_& m) {
   py::class_<fp8::Recipe>(f, "Recipe")
       .def(py::init(guarded(&make_recipe)), py::arg("kind"), py::arg("fp8_format"),
            py::arg("margin") = 0, py::arg("amax_history_len") = 1024,
-           py::arg("amax_compute_algo") = "max", py::arg("power_2_scales") = false)
+           py::arg("amax_compute_algo") = "max", py::arg("power_2_scales") = false,
+           py::arg("fprop_split_accumulator") = false, py::arg("dgrad_split_accumulator") = true,
+           py::arg("wgrad_split_accumulator") = true)
       .def_property_readonly("kind", [](const fp8::Recipe& r) { return kind_name(r.kind); })
       .def_property_readonly("fp8_format",
                              [](const fp8::Recipe& r) { return format_choice_name(r.format); })
@@ -223,6 +229,9 @@ void register_fp8(py::module_& m) {
                                                                                  : "most_recent";
                              })
       .def_readonly("power_2_scales", &fp8::Recipe::power_2_scales)
+      .def_readonly("fprop_split_accumulator", &fp8::Recipe::fprop_split_accumulator)
+      .def_readonly("dgrad_split_accumulator", &fp8::Recipe::dgrad_split_accumulator)
+      .def_readonly("wgrad_split_accumulator", &fp8::Recipe::wgrad_split_accumulator)
       .def_property_readonly("forward_format",
                              [](const fp8::Recipe& r) {
                                return fp8::forward_format(r) == Format::kE4M3 ? "E4M3" : "E5M2";

@@ -79,7 +79,8 @@ GroupedGemmEngine& engine_named(const at::Device& device, const std::string& eng
 at::Tensor fp8_forward(const at::Tensor& x, const at::Tensor& x_scale_inv, const at::Tensor& w,
                        const at::Tensor& w_scale_inv, const std::optional<at::Tensor>& bias,
                        const at::Tensor& m_splits, const std::optional<at::Tensor>& out,
-                       at::ScalarType out_dtype, const std::string& engine) {
+                       at::ScalarType out_dtype, const std::string& engine,
+                       bool split_accumulator) {
   GL_CHECK_VALUE(x.dim() == 2 && w.dim() == 3 && x.size(1) == w.size(2),
                  "inp, weight: expected [T, K] and [G, N, K], got ", x.sizes(), " and ", w.sizes());
   c10::OptionalDeviceGuard guard(x.device());
@@ -99,6 +100,7 @@ at::Tensor fp8_forward(const at::Tensor& x, const at::Tensor& x_scale_inv, const
   if (bias.has_value()) p.bias = bias_view(*bias, "bias");
   p.y = matrix_view(y, "out");
   p.splits = splits.view();
+  p.split_accumulator = split_accumulator;
   GroupedGemmEngine& e = engine_named(x.device(), engine);
   const ExecContext ctx = exec_context(x.device());
   if (engine == "emulate")
@@ -111,7 +113,7 @@ at::Tensor fp8_forward(const at::Tensor& x, const at::Tensor& x_scale_inv, const
 at::Tensor fp8_dgrad(const at::Tensor& dy, const at::Tensor& dy_scale_inv, const at::Tensor& w_t,
                      const at::Tensor& w_scale_inv, const at::Tensor& m_splits,
                      const std::optional<at::Tensor>& out, at::ScalarType out_dtype,
-                     const std::string& engine) {
+                     const std::string& engine, bool split_accumulator) {
   GL_CHECK_VALUE(dy.dim() == 2 && w_t.dim() == 3 && dy.size(1) == w_t.size(2),
                  "grad_output, weight_t: expected [T, N] and [G, K, N], got ", dy.sizes(), " and ",
                  w_t.sizes());
@@ -131,6 +133,7 @@ at::Tensor fp8_dgrad(const at::Tensor& dy, const at::Tensor& dy_scale_inv, const
                                   128, w_t, "weight_scale_inv");
   p.dx = matrix_view(dx, "out");
   p.splits = splits.view();
+  p.split_accumulator = split_accumulator;
   GroupedGemmEngine& e = engine_named(dy.device(), engine);
   const ExecContext ctx = exec_context(dy.device());
   if (engine == "emulate")
@@ -143,7 +146,7 @@ at::Tensor fp8_dgrad(const at::Tensor& dy, const at::Tensor& dy_scale_inv, const
 at::Tensor fp8_wgrad(const at::Tensor& dy_t, const at::Tensor& dy_scale_inv, const at::Tensor& x_t,
                      const at::Tensor& x_scale_inv, const at::Tensor& m_splits, int64_t total_rows,
                      const std::optional<at::Tensor>& out, bool accumulate,
-                     at::ScalarType out_dtype, const std::string& engine) {
+                     at::ScalarType out_dtype, const std::string& engine, bool split_accumulator) {
   GL_CHECK_VALUE(dy_t.dim() == 2 && x_t.dim() == 2 && dy_t.size(1) == x_t.size(1),
                  "grad_output_t, inp_t: expected [N, P] and [K, P] column-wise copies, got ",
                  dy_t.sizes(), " and ", x_t.sizes());
@@ -167,6 +170,7 @@ at::Tensor fp8_wgrad(const at::Tensor& dy_t, const at::Tensor& dy_scale_inv, con
   p.accumulate = accumulate;
   p.splits = splits.view();
   p.total_rows = total_rows;
+  p.split_accumulator = split_accumulator;
   GroupedGemmEngine& e = engine_named(x_t.device(), engine);
   const ExecContext ctx = exec_context(x_t.device());
   if (engine == "emulate")
@@ -181,17 +185,17 @@ at::Tensor fp8_wgrad(const at::Tensor& dy_t, const at::Tensor& dy_scale_inv, con
 void register_fp8_gemm_ops(py::module_& ops) {
   ops.def("fp8_forward", guarded(&fp8_forward), py::arg("inp"), py::arg("inp_scale_inv"),
           py::arg("weight"), py::arg("weight_scale_inv"), py::arg("bias"), py::arg("m_splits"),
-          py::arg("out") = py::none(), py::arg("out_dtype") = at::kBFloat16,
-          py::arg("engine") = "");
+          py::arg("out") = py::none(), py::arg("out_dtype") = at::kBFloat16, py::arg("engine") = "",
+          py::arg("split_accumulator") = true);
   ops.def("fp8_dgrad", guarded(&fp8_dgrad), py::arg("grad_output"),
           py::arg("grad_output_scale_inv"), py::arg("weight_t"), py::arg("weight_scale_inv"),
           py::arg("m_splits"), py::arg("out") = py::none(), py::arg("out_dtype") = at::kBFloat16,
-          py::arg("engine") = "");
+          py::arg("engine") = "", py::arg("split_accumulator") = true);
   ops.def("fp8_wgrad", guarded(&fp8_wgrad), py::arg("grad_output_t"),
           py::arg("grad_output_scale_inv"), py::arg("inp_t"), py::arg("inp_scale_inv"),
           py::arg("m_splits"), py::arg("total_rows"), py::arg("out") = py::none(),
           py::arg("accumulate") = false, py::arg("out_dtype") = at::kBFloat16,
-          py::arg("engine") = "");
+          py::arg("engine") = "", py::arg("split_accumulator") = true);
 }
 
 }  // namespace grouped_linear::torch_binding

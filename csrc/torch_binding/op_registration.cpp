@@ -105,13 +105,15 @@ at::Tensor empty_placeholder(const at::TensorOptions& options) { return at::empt
 // ---- recipe as int[] ------------------------------------------------------------------
 
 fp8::Recipe decode_recipe(at::IntArrayRef v) {
-  GL_CHECK_VALUE(v.size() == 6,
-                 "recipe: expected 6 ints (kind, format, margin, history length, "
-                 "amax algorithm, power-of-2 scales), got ",
+  GL_CHECK_VALUE(v.size() == 7,
+                 "recipe: expected 7 ints (kind, format, margin, history length, "
+                 "amax algorithm, power-of-2 scales, split-accumulator bits), got ",
                  v.size());
   GL_CHECK_VALUE(v[0] >= 0 && v[0] <= 2, "recipe: kind code ", v[0], "; expected 0, 1 or 2");
   GL_CHECK_VALUE(v[1] >= 0 && v[1] <= 2, "recipe: format code ", v[1], "; expected 0, 1 or 2");
   GL_CHECK_VALUE(v[4] == 0 || v[4] == 1, "recipe: amax algorithm code ", v[4], "; expected 0 or 1");
+  GL_CHECK_VALUE(v[6] >= 0 && v[6] <= 7, "recipe: split-accumulator bits ", v[6],
+                 "; expected 0 to 7 (fprop 1, dgrad 2, wgrad 4)");
   fp8::Recipe r;
   r.kind = static_cast<fp8::RecipeKind>(v[0]);
   r.format = static_cast<fp8::FormatChoice>(v[1]);
@@ -119,6 +121,7 @@ fp8::Recipe decode_recipe(at::IntArrayRef v) {
   r.amax_history_len = static_cast<int>(v[3]);
   r.amax_compute_algo = static_cast<fp8::AmaxAlgo>(v[4]);
   r.power_2_scales = v[5] != 0;
+  fp8::set_split_accumulator_bits(r, v[6]);
   return r;
 }
 
@@ -261,6 +264,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fp8_forwa
     problem.bias = bias_view(as_grouped_bias(value_or_undefined(bias)), "bias");
     problem.y = matrix_view(y.view({x.size(0), w.size(1)}), "out");
     problem.splits = splits.view();
+    problem.split_accumulator = recipe.fprop_split_accumulator;
     fp8::run_fp8_forward(engine_for(to_core_device(x.device())), problem, exec_context(x.device()));
   }
   const at::TensorOptions codes = x.options().dtype(code_scalar_type(spec.format));
@@ -359,6 +363,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fp8_backward_kernel(
     problem.dw = grouped_view(target, "grad_weight");
     problem.splits = splits.view();
     problem.total_rows = t;
+    problem.split_accumulator = recipe.wgrad_split_accumulator;
     fp8::run_fp8_wgrad(engine_for(to_core_device(device)), problem, exec_context(device));
     dw = target.view(weight_shape);
   }

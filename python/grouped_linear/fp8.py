@@ -47,12 +47,55 @@ def _format_name(value: Union[Format, str], what: str = "fp8_format") -> str:
 
 
 @dataclass(frozen=True)
+class MMParams:
+    """Options of one FP8 GEMM, as Transformer Engine's `MMParams`.
+    use_split_accumulator=True accumulates in float32 (the tensor core's
+    partial sums promoted into float32 registers every k-block); False
+    allows fast accumulation in the tensor core's narrower accumulator
+    (faster, less precise over long reductions: about 2^-14 of the running
+    sum per 32-deep step on Hopper). The CPU emulation sums in float32 either
+    way; Float8BlockScaling's kernels always promote per block."""
+    use_split_accumulator: bool = True
+
+    def __post_init__(self):
+        if not isinstance(self.use_split_accumulator, bool):
+            raise TypeError(f"grouped_linear: use_split_accumulator: got "
+                            f"{self.use_split_accumulator!r}, expected a bool")
+
+
+# Transformer Engine's defaults: the forward GEMM with fast accumulation
+# (its _2X_ACC_FPROP = False), both gradient GEMMs in float32.
+_FAST = MMParams(use_split_accumulator=False)
+_SPLIT = MMParams(use_split_accumulator=True)
+
+
+def _check_gemm_params(recipe) -> None:
+    for name in ("fp8_gemm_fprop", "fp8_gemm_dgrad", "fp8_gemm_wgrad"):
+        value = getattr(recipe, name)
+        if not isinstance(value, MMParams):
+            raise TypeError(f"grouped_linear: {name}: got {value!r}, "
+                            "expected a grouped_linear.fp8.MMParams")
+
+
+def _gemm_kwargs(recipe) -> dict:
+    _check_gemm_params(recipe)
+    return dict(fprop_split_accumulator=recipe.fp8_gemm_fprop.use_split_accumulator,
+                dgrad_split_accumulator=recipe.fp8_gemm_dgrad.use_split_accumulator,
+                wgrad_split_accumulator=recipe.fp8_gemm_wgrad.use_split_accumulator)
+
+
+@dataclass(frozen=True)
 class DelayedScaling:
-    """Per-tensor scales from a history of amax values of earlier steps."""
+    """Per-tensor scales from a history of amax values of earlier steps.
+    fp8_gemm_*: each GEMM's MMParams (Transformer Engine's DelayedScaling
+    fixes them to these values; here they can be changed)."""
     margin: int = 0
     fp8_format: Format = Format.HYBRID
     amax_history_len: int = 1024
     amax_compute_algo: str = "max"   # or "most_recent"
+    fp8_gemm_fprop: MMParams = _FAST
+    fp8_gemm_dgrad: MMParams = _SPLIT
+    fp8_gemm_wgrad: MMParams = _SPLIT
 
     def __post_init__(self):
         # Types here (the C++ value checks the ranges): a float or a None
@@ -69,16 +112,19 @@ class DelayedScaling:
     def to_native(self) -> "_C.fp8.Recipe":
         return _C.fp8.Recipe("delayed", _format_name(self.fp8_format), margin=self.margin,
                              amax_history_len=self.amax_history_len,
-                             amax_compute_algo=self.amax_compute_algo)
+                             amax_compute_algo=self.amax_compute_algo, **_gemm_kwargs(self))
 
 
 @dataclass(frozen=True)
 class Float8CurrentScaling:
     """Per-tensor scales from the tensor's own amax, computed on every cast."""
     fp8_format: Format = Format.HYBRID
+    fp8_gemm_fprop: MMParams = _FAST
+    fp8_gemm_dgrad: MMParams = _SPLIT
+    fp8_gemm_wgrad: MMParams = _SPLIT
 
     def to_native(self) -> "_C.fp8.Recipe":
-        return _C.fp8.Recipe("current", _format_name(self.fp8_format))
+        return _C.fp8.Recipe("current", _format_name(self.fp8_format), **_gemm_kwargs(self))
 
 
 @dataclass(frozen=True)
@@ -86,9 +132,13 @@ class Float8BlockScaling:
     """One fp32 scale (a power of two) per 1x128 tile of activations and
     gradients and per 128x128 tile of weights; E4M3 everywhere by default."""
     fp8_format: Format = Format.E4M3
+    fp8_gemm_fprop: MMParams = _SPLIT
+    fp8_gemm_dgrad: MMParams = _SPLIT
+    fp8_gemm_wgrad: MMParams = _SPLIT
 
     def to_native(self) -> "_C.fp8.Recipe":
-        return _C.fp8.Recipe("block", _format_name(self.fp8_format), power_2_scales=True)
+        return _C.fp8.Recipe("block", _format_name(self.fp8_format), power_2_scales=True,
+                             **_gemm_kwargs(self))
 
 
 Recipe = Union[DelayedScaling, Float8CurrentScaling, Float8BlockScaling]
@@ -147,7 +197,9 @@ def _encode(native) -> tuple:
     """The recipe as the ints grouped_linear::fp8_forward takes."""
     return (_KIND_CODES[native.kind], _FORMAT_CODES[native.fp8_format], native.margin,
             native.amax_history_len, 0 if native.amax_compute_algo == "max" else 1,
-            int(native.power_2_scales))
+            int(native.power_2_scales),
+            int(native.fprop_split_accumulator) | 2 * int(native.dgrad_split_accumulator)
+            | 4 * int(native.wgrad_split_accumulator))
 
 
 def is_enabled() -> bool:

@@ -61,6 +61,12 @@ def set_kernel_override(device_type: str, engine: str, kernel: str) -> None:
     _C.set_kernel_override(device_type, engine, kernel)
 
 
+def _bool(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"grouped_linear: {name}: got {value!r}, expected a bool")
+    return value
+
+
 def _splits_tensor(m_splits: Splits) -> torch.Tensor:
     return m_splits if isinstance(m_splits, torch.Tensor) else torch.tensor(list(m_splits),
                                                                               dtype=torch.int64)
@@ -69,32 +75,38 @@ def _splits_tensor(m_splits: Splits) -> torch.Tensor:
 def fp8_forward(inp: torch.Tensor, inp_scale_inv: torch.Tensor, weight: torch.Tensor,
                 weight_scale_inv: torch.Tensor, bias: Optional[torch.Tensor], m_splits: Splits, *,
                 out: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
-                engine: str = "") -> torch.Tensor:
+                engine: str = "", split_accumulator: bool = True) -> torch.Tensor:
     """FP8 forward on quantized operands: inp [T, K] and weight [G, N, K] in
     torch.float8_e4m3fn/e5m2 with float32 scale_inv, per-tensor (inp_scale_inv
     [1], weight_scale_inv [G]) or blockwise (Float8BlockScaling: inp_scale_inv
     [T, ceil(K/128)] for 1x128 blocks, weight_scale_inv [G, ceil(N/128),
     ceil(K/128)] for 128x128 blocks). y_g = dequant(x_g) @ dequant(w_g).T
-    (+ bias[g]). engine="emulate" forces the dequantize-then-float32 emulation."""
+    (+ bias[g]). engine="emulate" forces the dequantize-then-float32 emulation.
+    split_accumulator=False allows a fast-accumulation kernel (a recipe's
+    use_split_accumulator; the emulation sums in float32 either way); the
+    same argument in fp8_dgrad and fp8_wgrad."""
     return _C.ops.fp8_forward(inp, inp_scale_inv, weight, weight_scale_inv, bias,
-                              _splits_tensor(m_splits), out, out_dtype, engine)
+                              _splits_tensor(m_splits), out, out_dtype, engine,
+                              _bool(split_accumulator, "split_accumulator"))
 
 
 def fp8_dgrad(grad_output: torch.Tensor, grad_output_scale_inv: torch.Tensor,
               weight_t: torch.Tensor, weight_scale_inv: torch.Tensor, m_splits: Splits, *,
               out: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
-              engine: str = "") -> torch.Tensor:
+              engine: str = "", split_accumulator: bool = True) -> torch.Tensor:
     """FP8 dgrad: grad_output [T, N], weight_t [G, K, N] (each expert's weight
     transposed, the column-wise copy). dx_g = dy_g @ w_g. Scales per-tensor
     ([1], [G]) or blockwise ([T, ceil(N/128)], [G, ceil(K/128), ceil(N/128)])."""
     return _C.ops.fp8_dgrad(grad_output, grad_output_scale_inv, weight_t, weight_scale_inv,
-                            _splits_tensor(m_splits), out, out_dtype, engine)
+                            _splits_tensor(m_splits), out, out_dtype, engine,
+                            _bool(split_accumulator, "split_accumulator"))
 
 
 def fp8_wgrad(grad_output_t: torch.Tensor, grad_output_scale_inv: torch.Tensor,
               inp_t: torch.Tensor, inp_scale_inv: torch.Tensor, m_splits: Splits,
               total_rows: int, *, out: Optional[torch.Tensor] = None, accumulate: bool = False,
-              out_dtype: torch.dtype = torch.bfloat16, engine: str = "") -> torch.Tensor:
+              out_dtype: torch.dtype = torch.bfloat16, engine: str = "",
+              split_accumulator: bool = True) -> torch.Tensor:
     """FP8 wgrad on the column-wise copies grad_output_t [N, P] and inp_t [K, P]
     (group g's rows in columns starting at sum_{j<g} roundup(m_j, 16)).
     dw_g = dy_g.T @ x_g, added to `out` when accumulate. Scales per-tensor ([1]
@@ -103,4 +115,4 @@ def fp8_wgrad(grad_output_t: torch.Tensor, grad_output_scale_inv: torch.Tensor,
     sum_{j<g} ceil(m_j/128)."""
     return _C.ops.fp8_wgrad(grad_output_t, grad_output_scale_inv, inp_t, inp_scale_inv,
                             _splits_tensor(m_splits), total_rows, out, accumulate, out_dtype,
-                            engine)
+                            engine, _bool(split_accumulator, "split_accumulator"))

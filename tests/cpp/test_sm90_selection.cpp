@@ -77,15 +77,17 @@ TEST(Sm90KernelSelection, EveryRoleAndDtypeHasAKernelAndOthersNone) {
 }
 
 std::string pick_fp8(Role role, DType a, DType b, DType out, const std::vector<int64_t>& sizes,
-                     bool block_scaled = false) {
+                     bool block_scaled = false, bool fast_accumulation = false) {
   GroupShape shape;
   shape.num_groups = static_cast<int>(sizes.size());
   for (int64_t s : sizes) shape.total_rows += s;
   shape.host_sizes = sizes.data();
   shape.n = 1536;
   shape.k = 2048;
-  const KernelEntry* e = block_scaled ? select_kernel(role, a, b, out, true, shape)
-                                      : select_kernel(role, a, b, out, shape);
+  const KernelEntry* e =
+      block_scaled || fast_accumulation
+          ? select_kernel(role, a, b, out, block_scaled, shape, fast_accumulation)
+          : select_kernel(role, a, b, out, shape);
   return e == nullptr ? "none" : e->name;
 }
 
@@ -161,33 +163,65 @@ TEST(Sm90KernelSelection, OverrideWinsForItsRoleOnly) {
   EXPECT_EQ(pick(Role::kForward, kBf16, kBf16, skewed(128)), "forward_bf16_ping64x256");
 }
 
-// Tuning builds (GL_SM90_TUNING, which scripts/test.sh sets) list the FP8
+// A recipe's use_split_accumulator=False allows the fast-accumulation
+// kernels; where none is built for the role and formats (E4M3 gradients,
+// fp32 main_grad, blockwise scales) the promoting kernel runs. Without it a
+// fast kernel never runs.
+TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
+  constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2, kF32 = DType::kFloat32;
+  const std::vector<int64_t> uniform(8, 2048), short_groups(128, 256);
+  for (const auto& sizes : {uniform, short_groups, skewed(128)}) {
+    EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes).find("fast"), std::string::npos);
+    EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes).find("fast"), std::string::npos);
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes), "wgrad_e5m2_bf16_coop128x128");
+  }
+  // The same tile rule as bf16: 64-row pingpong tiles where 128 pad badly.
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, false, true),
+            "forward_e4m3_bf16_fastcoop128x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, skewed(128), false, true),
+            "forward_e4m3_bf16_fastping64x256");
+  EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, short_groups, false, true),
+            "dgrad_e5m2_bf16_fastcoop128x256");
+  EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, skewed(32), false, true),
+            "dgrad_e5m2_bf16_fastping64x256");
+  for (const auto& sizes : {uniform, short_groups, std::vector<int64_t>(32, 4096)})
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, true),
+              "wgrad_e5m2_bf16_fastcoop256x128");
+  // No fast kernel built: the promoting one.
+  EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, uniform, false, true),
+            "dgrad_e4m3_bf16_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF32, uniform, false, true),
+            "wgrad_e5m2_to_fp32_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true, true),
+            "forward_e4m3_bf16_block_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, DType::kFloat16, uniform, false, true), "none");
+}
+
+// Tuning builds (GL_SM90_TUNING, which scripts/test.sh sets) list the
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {
-      "forward_e4m3_bf16_fastcoop128x256", "forward_e4m3_bf16_fastping64x256",
-      "dgrad_e5m2_bf16_fastcoop128x256",   "dgrad_e5m2_bf16_fastping64x256",
-      "wgrad_e5m2_bf16_fastcoop256x128",   "wgrad_e5m2_bf16_ping64x128"};
+  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
   if (listed == 0) GTEST_SKIP() << "built without GL_SM90_TUNING";
   EXPECT_EQ(listed, static_cast<int>(candidates.size()));
   constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2;
-  for (const auto& sizes : {std::vector<int64_t>(8, 2048), std::vector<int64_t>(128, 256),
-                            skewed(128), std::vector<int64_t>(32, 4096)}) {
-    EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes).find("fast"), std::string::npos);
-    EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes).find("fast"), std::string::npos);
-    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes), "wgrad_e5m2_bf16_coop128x128");
-  }
-  const std::vector<int64_t> uniform(32, 256);
-  set_kernel_override("wgrad_e5m2_bf16_fastcoop256x128");
-  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, uniform), "wgrad_e5m2_bf16_fastcoop256x128");
+  // Long reductions, where the candidate's 128-row tile would be preferred.
+  const std::vector<int64_t> long_groups(32, 4096);
+  for (const bool fast : {false, true})
+    for (const auto& sizes :
+         {std::vector<int64_t>(8, 2048), std::vector<int64_t>(128, 256), skewed(128), long_groups})
+      EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
+                fast ? "wgrad_e5m2_bf16_fastcoop256x128" : "wgrad_e5m2_bf16_coop128x128");
+  set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),
+            "wgrad_e5m2_bf16_fastcoop128x256");
   // The override names E5M2 x E4M3 to bf16: other formats keep their kernel.
-  EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, uniform), "wgrad_e4m3_bf16_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, long_groups), "wgrad_e4m3_bf16_coop128x128");
   set_kernel_override("");
-  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, uniform), "wgrad_e5m2_bf16_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups), "wgrad_e5m2_bf16_coop128x128");
 }
 
 TEST(Sm90KernelSelection, NamesAreUniqueAndDescribeTheKernel) {
@@ -198,6 +232,7 @@ TEST(Sm90KernelSelection, NamesAreUniqueAndDescribeTheKernel) {
     EXPECT_EQ(name.rfind(role_name(kernels[i].role), 0), 0u) << name;
     EXPECT_NE(name.find(std::to_string(kernels[i].tile_m) + "x"), std::string::npos) << name;
     EXPECT_EQ(kernels[i].block_scaled, name.find("_block_") != std::string::npos) << name;
+    EXPECT_EQ(kernels[i].fast_accumulation, name.find("_fast") != std::string::npos) << name;
     for (size_t j = i + 1; j < kernels.size(); ++j) EXPECT_NE(name, kernels[j].name);
   }
 }

@@ -20,6 +20,16 @@ def test_recipe_defaults_follow_transformer_engine():
         0, fp8.Format.HYBRID, 1024, "max")
     assert fp8.Float8CurrentScaling().fp8_format == fp8.Format.HYBRID
     assert fp8.Float8BlockScaling().fp8_format == fp8.Format.E4M3
+    # TE's GEMM options: the forward with fast accumulation, the gradients in
+    # fp32 (DelayedScaling's _2X_ACC_* constants, Float8CurrentScaling's
+    # fp8_gemm_* fields); blockwise scaling in fp32 throughout.
+    assert fp8.MMParams().use_split_accumulator is True
+    for recipe in (d, fp8.Float8CurrentScaling()):
+        assert (recipe.fp8_gemm_fprop.use_split_accumulator,
+                recipe.fp8_gemm_dgrad.use_split_accumulator,
+                recipe.fp8_gemm_wgrad.use_split_accumulator) == (False, True, True)
+    b = fp8.Float8BlockScaling()
+    assert (b.fp8_gemm_fprop, b.fp8_gemm_dgrad, b.fp8_gemm_wgrad) == (fp8.MMParams(),) * 3
 
 
 @pytest.mark.parametrize("recipe, kind, fwd, bwd, power_2", [
@@ -28,12 +38,18 @@ def test_recipe_defaults_follow_transformer_engine():
                         amax_compute_algo="most_recent"), "delayed", "E4M3", "E4M3", False),
     (fp8.Float8CurrentScaling(), "current", "E4M3", "E5M2", False),
     (fp8.Float8BlockScaling(), "block", "E4M3", "E4M3", True),
+    (fp8.Float8CurrentScaling(fp8_gemm_fprop=fp8.MMParams(True),
+                              fp8_gemm_wgrad=fp8.MMParams(use_split_accumulator=False)),
+     "current", "E4M3", "E5M2", False),
 ])
 def test_recipe_native_mirror(recipe, kind, fwd, bwd, power_2):
     native = recipe.to_native()
     assert native.kind == kind
     assert (native.forward_format, native.backward_format) == (fwd, bwd)
     assert native.power_2_scales == power_2
+    assert (native.fprop_split_accumulator, native.dgrad_split_accumulator,
+            native.wgrad_split_accumulator) == tuple(
+        getattr(recipe, f"fp8_gemm_{g}").use_split_accumulator for g in ("fprop", "dgrad", "wgrad"))
     if kind == "delayed":
         assert native.margin == recipe.margin
         assert native.amax_history_len == recipe.amax_history_len
@@ -45,10 +61,42 @@ def test_recipe_native_mirror(recipe, kind, fwd, bwd, power_2):
     ({"amax_history_len": 0}, ValueError, r"amax_history_len: got 0"),
     ({"amax_compute_algo": "mean"}, ValueError, r"amax_compute_algo: got 'mean'"),
     ({"fp8_format": "E3M4"}, TypeError, r"fp8_format: got 'E3M4'"),
+    ({"fp8_gemm_fprop": True}, TypeError,
+     r"fp8_gemm_fprop: got True, expected a grouped_linear.fp8.MMParams"),
 ])
 def test_bad_recipe_is_a_clear_error(kwargs, exc, pattern):
     with pytest.raises(exc, match=pattern):
         fp8.DelayedScaling(**kwargs).to_native()
+
+
+def test_bad_gemm_params_are_a_clear_error():
+    with pytest.raises(TypeError, match=r"use_split_accumulator: got 1, expected a bool"):
+        fp8.MMParams(use_split_accumulator=1)
+    with pytest.raises(TypeError, match=r"fp8_gemm_wgrad: got None"):
+        grouped_linear.autocast(recipe=fp8.Float8CurrentScaling(fp8_gemm_wgrad=None))
+
+
+def test_split_accumulator_of_the_fp8_ops(gen):
+    """ops.fp8_*'s split_accumulator: a bool; the CPU emulation sums in fp32
+    whichever is asked (only GPU kernels accumulate differently)."""
+    from grouped_linear import ops
+    x = (torch.randn(6, 32, generator=gen) * 8).to(torch.float8_e4m3fn)
+    w = (torch.randn(2, 16, 32, generator=gen) * 8).to(torch.float8_e4m3fn)
+    sx, sw = torch.tensor([0.5]), torch.tensor([0.25, 2.0])
+    split = ops.fp8_forward(x, sx, w, sw, None, [2, 4])
+    fast = ops.fp8_forward(x, sx, w, sw, None, [2, 4], split_accumulator=False)
+    assert torch.equal(split, fast) and torch.isfinite(split).all()
+    with pytest.raises(TypeError, match=r"split_accumulator: got 'no', expected a bool"):
+        ops.fp8_forward(x, sx, w, sw, None, [2, 4], split_accumulator="no")
+
+
+def test_recipe_codes_carry_the_accumulation_choice():
+    """torch.compile's int list (grouped_linear::fp8_forward's recipe) holds
+    the three use_split_accumulator flags as bits: fprop 1, dgrad 2, wgrad 4."""
+    assert fp8._encode(fp8.DelayedScaling().to_native())[6] == 6
+    assert fp8._encode(fp8.Float8BlockScaling().to_native())[6] == 7
+    fast_wgrad = fp8.Float8CurrentScaling(fp8_gemm_wgrad=fp8.MMParams(False))
+    assert fp8._encode(fast_wgrad.to_native())[6] == 2
 
 
 # --- autocast --------------------------------------------------------------

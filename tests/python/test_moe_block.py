@@ -411,6 +411,39 @@ def test_nvtx_ranges_on_cuda():
         pytest.skip("this CUDA build found no nvtx3 headers: ranges compiled out")
 
 
+_FP8_ACCUMULATION_SCRIPT = textwrap.dedent("""
+    import sys, torch, grouped_linear as gl
+    from grouped_linear.fp8 import MMParams
+    m = gl.GroupedLinear(4, 256, 512, params_dtype=torch.bfloat16, device="cuda")
+    x = torch.randn(1024, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    fprop = MMParams(use_split_accumulator=sys.argv[1] == "split")
+    with gl.autocast(recipe=gl.fp8.DelayedScaling(fp8_gemm_fprop=fprop)):
+        y = m(x, [256, 0, 512, 256])
+    y.float().sum().backward()
+    torch.cuda.synchronize()
+""")
+
+
+def test_recipe_gemm_params_choose_the_accumulation():
+    """The recipe's use_split_accumulator reaches the kernel choice: TE's
+    default runs the forward with a fast-accumulation kernel and both
+    gradients with promoting ones; MMParams(True) for fprop promotes too."""
+    _need_cuda()
+    if grouped_linear.engine_for("cuda") != "sm90_grouped":
+        pytest.skip("the fast-accumulation kernels belong to the sm90_grouped engine")
+    env = dict(os.environ, GROUPED_LINEAR_LOG_LEVEL="info")
+    env.pop("GROUPED_LINEAR_NVTX", None)
+    for fprop in ("fast", "split"):
+        proc = subprocess.run([sys.executable, "-c", _FP8_ACCUMULATION_SCRIPT, fprop],
+                              capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        for role in ("forward", "dgrad", "wgrad"):
+            mine = [line for line in proc.stderr.splitlines()
+                    if f"{role}: FP8 sm90_grouped kernel {role}_" in line]
+            assert len(mine) == 1, proc.stderr
+            assert ("_fast" in mine[0]) == (role == "forward" and fprop == "fast"), mine[0]
+
+
 _FP8_LOG_SCRIPT = textwrap.dedent("""
     import torch, grouped_linear as gl
     m = gl.GroupedLinear(2, 32, 16, params_dtype=torch.float32, device="cpu")

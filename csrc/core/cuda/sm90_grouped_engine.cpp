@@ -307,7 +307,8 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
   // The kernel for the operands' formats and scaling; null when none is
   // built or the scales are neither both per-tensor nor both blockwise.
   static const KernelEntry* fp8_pick(Role role, DType a, DType b, DType out, Fp8Scaling scaling,
-                                     const GroupSizes& splits, int64_t rows, int64_t n, int64_t k) {
+                                     bool split_accumulator, const GroupSizes& splits, int64_t rows,
+                                     int64_t n, int64_t k) {
     if (scaling == Fp8Scaling::kUnsupported) return nullptr;
     sm90::GroupShape shape;
     shape.total_rows = rows;
@@ -315,22 +316,24 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     shape.host_sizes = splits.host;
     shape.n = n;
     shape.k = k;
-    return sm90::select_kernel(role, a, b, out, scaling == Fp8Scaling::kBlock, shape);
+    return sm90::select_kernel(role, a, b, out, scaling == Fp8Scaling::kBlock, shape,
+                               /*fast_accumulation=*/!split_accumulator);
   }
   static const KernelEntry* fp8_forward_kernel(const fp8::ForwardProblem& p) {
     return fp8_pick(Role::kForward, p.x.rowwise.dtype, p.w.rowwise.dtype, p.y.dtype,
-                    fp8_scaling(p.x.rowwise_scale, p.w.rowwise_scale, 128), p.splits,
-                    p.x.rowwise.rows, p.w.rowwise.rows, p.w.rowwise.cols);
+                    fp8_scaling(p.x.rowwise_scale, p.w.rowwise_scale, 128), p.split_accumulator,
+                    p.splits, p.x.rowwise.rows, p.w.rowwise.rows, p.w.rowwise.cols);
   }
   static const KernelEntry* fp8_dgrad_kernel(const fp8::DgradProblem& p) {
     return fp8_pick(Role::kDgrad, p.dy.rowwise.dtype, p.w.columnwise.dtype, p.dx.dtype,
-                    fp8_scaling(p.dy.rowwise_scale, p.w.columnwise_scale, 128), p.splits,
-                    p.dy.rowwise.rows, p.w.columnwise.cols, p.w.columnwise.rows);
+                    fp8_scaling(p.dy.rowwise_scale, p.w.columnwise_scale, 128), p.split_accumulator,
+                    p.splits, p.dy.rowwise.rows, p.w.columnwise.cols, p.w.columnwise.rows);
   }
   static const KernelEntry* fp8_wgrad_kernel(const fp8::WgradProblem& p) {
     return fp8_pick(Role::kWgrad, p.dy.columnwise.dtype, p.x.columnwise.dtype, p.dw.dtype,
-                    fp8_scaling(p.dy.columnwise_scale, p.x.columnwise_scale, 1), p.splits,
-                    p.total_rows, p.dy.columnwise.rows, p.x.columnwise.rows);
+                    fp8_scaling(p.dy.columnwise_scale, p.x.columnwise_scale, 1),
+                    p.split_accumulator, p.splits, p.total_rows, p.dy.columnwise.rows,
+                    p.x.columnwise.rows);
   }
 
   static void bias_grad(const WgradProblem& p, cudaStream_t stream) {

@@ -10,6 +10,12 @@
 // and otherwise emulate: dequantize to float32 (quantize_ops.h) and run the
 // unquantized product on the same engine. The emulation is the CPU path and
 // the reference the GPU kernels are tested against.
+//
+// split_accumulator (a recipe's use_split_accumulator for that GEMM):
+// true keeps fp32 accumulation; false allows an engine's fast-accumulation
+// kernel, which sums in the tensor core's narrower accumulator (sm90: no
+// fp32 promotion of partial sums). The emulation accumulates in fp32 either
+// way.
 #pragma once
 
 #include "core/fp8/fp8_tensor.h"
@@ -23,6 +29,7 @@ struct ForwardProblem {
   GroupedMatrixView bias;  // [G, 1, N], optional, high precision
   MatrixView y;            // [T, N], written
   GroupSizes splits;
+  bool split_accumulator = true;
 };
 
 struct DgradProblem {
@@ -30,6 +37,7 @@ struct DgradProblem {
   QuantizedWeight w;       // column-wise [G][K, N]
   MatrixView dx;           // [T, K], written
   GroupSizes splits;
+  bool split_accumulator = true;
 };
 
 struct WgradProblem {
@@ -39,6 +47,7 @@ struct WgradProblem {
   bool accumulate = false;
   GroupSizes splits;
   int64_t total_rows = 0;  // T (the column-wise copies only hold the padded width)
+  bool split_accumulator = true;
 };
 
 void run_fp8_forward(GroupedGemmEngine& engine, const ForwardProblem& problem,

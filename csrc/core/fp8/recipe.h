@@ -27,7 +27,25 @@ struct Recipe {
   int activation_block_rows = 1;  // block scaling: 1x128 tiles for activations and gradients
   int weight_block_rows = 128;    //                128x128 tiles for weights
   int block_cols = 128;
+  // Per GEMM, Transformer Engine's MMParams.use_split_accumulator: true
+  // accumulates in fp32, false allows fast accumulation (fp8_gemm.h). TE's
+  // defaults: the forward fast, both gradients in fp32.
+  bool fprop_split_accumulator = false;
+  bool dgrad_split_accumulator = true;
+  bool wgrad_split_accumulator = true;
 };
+
+// The three flags as bits (fprop 1, dgrad 2, wgrad 4), as the recipe travels
+// through autograd's saved data and torch.compile's int list.
+inline int split_accumulator_bits(const Recipe& r) {
+  return (r.fprop_split_accumulator ? 1 : 0) | (r.dgrad_split_accumulator ? 2 : 0) |
+         (r.wgrad_split_accumulator ? 4 : 0);
+}
+inline void set_split_accumulator_bits(Recipe& r, int64_t bits) {
+  r.fprop_split_accumulator = (bits & 1) != 0;
+  r.dgrad_split_accumulator = (bits & 2) != 0;
+  r.wgrad_split_accumulator = (bits & 4) != 0;
+}
 
 // The format of forward tensors (activations, weights) and of gradients.
 inline Format forward_format(const Recipe& r) {

@@ -31,6 +31,7 @@ struct TileConfig {
   static constexpr int kTileM = TileM;
   static constexpr int kTileN = TileN;
   static constexpr bool kBlockScaled = false;
+  static constexpr bool kFastAccumulation = false;  // FP8: promote partial sums to fp32
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Int<TileK>>;
   using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::_1, cute::_1>;
   using KernelSchedule =
@@ -50,6 +51,7 @@ struct BlockScaledTileConfig {
   static constexpr int kTileM = TileM;
   static constexpr int kTileN = TileN;
   static constexpr bool kBlockScaled = true;
+  static constexpr bool kFastAccumulation = false;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::_128>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise;
@@ -676,6 +678,7 @@ struct GroupedGemmRunner {
     e.input_b = dtype_of<ElementB>();
     e.output = dtype_of<ElementOut>();
     e.block_scaled = GG::kBlockScaled;
+    e.fast_accumulation = Config::kFastAccumulation;
     e.tile_m = Config::kTileM;
     e.tile_n = Config::kTileN;
     e.workspace_size = &workspace_size;

@@ -117,6 +117,9 @@ struct KernelEntry {
   // FP8 with blockwise scales applied in the mainloop (Float8BlockScaling),
   // rather than one per-tensor factor applied in the epilogue.
   bool block_scaled = false;
+  // FP8 without promotion of the tensor core's partial sums into fp32
+  // (chosen only when the recipe allows it: use_split_accumulator=False).
+  bool fast_accumulation = false;
   int tile_m = 0;  // CUTLASS M of a tile: rows of X/dY (fwd, dgrad) or of dW (wgrad)
   int tile_n = 0;
   WorkspaceSizeFn workspace_size = nullptr;
@@ -144,8 +147,12 @@ const KernelEntry* select_kernel(Role role, DType input, DType output, const Gro
 const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType output,
                                  const GroupShape& shape);
 // FP8 with per-tensor (block_scaled = false) or blockwise scales.
+// fast_accumulation allows a kernel that does not promote the tensor core's
+// partial sums into fp32 (taken where one is built for the role and types;
+// otherwise the promoting kernel runs). Without it only promoting kernels run.
 const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType output,
-                                 bool block_scaled, const GroupShape& shape);
+                                 bool block_scaled, const GroupShape& shape,
+                                 bool fast_accumulation = false);
 
 // Tuning and tests: force a kernel by name ("" restores the automatic choice).
 // Throws when no built kernel has that name.

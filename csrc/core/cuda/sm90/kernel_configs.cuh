@@ -24,6 +24,25 @@ using Fp8Ping64x128 = TileConfig<64, 128, 128, 1, false>;
 // FP8 with blockwise scales: K = 128, one scale block per k-tile.
 using Fp8BlockCoop128x128 = BlockScaledTileConfig<128, 128>;
 
+// FP8 with fast accumulation (a recipe's use_split_accumulator=False, which
+// Transformer Engine's recipes default to for the forward GEMM): the tensor
+// core's own accumulator throughout, with no promotion of each k-block's
+// partial sums into a second fp32 accumulator. Half the accumulator
+// registers, so bf16's 128x256 and 256x128 tiles fit again, at the cost of
+// the accumulator's reduced precision over long reductions (the tolerance
+// note of tests/python/test_sm90_fp8_kernels.py).
+template <int TileM, int TileN, bool Cooperative>
+struct Fp8FastAccumTileConfig : TileConfig<TileM, TileN, 128, 1, Cooperative> {
+  static constexpr bool kFastAccumulation = true;
+  using KernelSchedule =
+      std::conditional_t<Cooperative,
+                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum,
+                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum>;
+};
+using Fp8FastCoop128x256 = Fp8FastAccumTileConfig<128, 256, true>;
+using Fp8FastCoop256x128 = Fp8FastAccumTileConfig<256, 128, true>;
+using Fp8FastPing64x256 = Fp8FastAccumTileConfig<64, 256, false>;
+
 }  // namespace grouped_linear::cuda::sm90
 
 // Defines `KernelEntry fn()` for one role, operand and output types and

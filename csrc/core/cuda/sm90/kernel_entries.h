@@ -40,21 +40,21 @@
   X(wgrad_e4m3_bf16_block_coop128x128)    \
   X(wgrad_e5m2_bf16_block_coop128x128)    \
   X(wgrad_e4m3_to_fp32_block_coop128x128) \
-  X(wgrad_e5m2_to_fp32_block_coop128x128)
+  X(wgrad_e5m2_to_fp32_block_coop128x128) \
+  X(forward_e4m3_bf16_fastcoop128x256)    \
+  X(forward_e4m3_bf16_fastping64x256)     \
+  X(dgrad_e5m2_bf16_fastcoop128x256)      \
+  X(dgrad_e5m2_bf16_fastping64x256)       \
+  X(wgrad_e5m2_bf16_fastcoop256x128)
 
-// Candidates for `python -m bench.tune_sm90`, never chosen automatically:
-// FP8 tiles ("fast": fast accumulation) still to be measured. The bf16
-// candidates of 2026-12-02 (128x128 cooperative and pingpong, 64x256
-// pingpong for wgrad) lost on every benchmark case and were removed
-// (benchmarks/h200-2026-12-02-tune-sm90.json has their figures; git
-// history, commit ca6849d, their sources).
-#define GL_SM90_TUNING_KERNELS(X)      \
-  X(forward_e4m3_bf16_fastcoop128x256) \
-  X(forward_e4m3_bf16_fastping64x256)  \
-  X(dgrad_e5m2_bf16_fastcoop128x256)   \
-  X(dgrad_e5m2_bf16_fastping64x256)    \
-  X(wgrad_e5m2_bf16_fastcoop256x128)   \
-  X(wgrad_e5m2_bf16_ping64x128)
+// Candidates for `python -m bench.tune_sm90`, never chosen automatically.
+// A fast-accumulation wgrad with bf16's tile for long reductions (128x256;
+// 256x128 won every case of 2026-12-03, whose averages are 256-2048 rows).
+// Earlier candidates that lost every case were removed: the bf16 ones of
+// 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json, sources in commit
+// ca6849d) and the FP8 64x128 pingpong wgrad of 2026-12-03
+// (benchmarks/h200-2026-12-03-tune-sm90-fp8.json).
+#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {
 

@@ -91,7 +91,8 @@ const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType 
 // Block-scaled FP8 kernels come in one tile configuration per role (128x128,
 // cooperative), so the preferred tile height below only ever finds that one.
 const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType output,
-                                 bool block_scaled, const GroupShape& shape) {
+                                 bool block_scaled, const GroupShape& shape,
+                                 bool fast_accumulation) {
   const Table& t = table();
   if (g_has_override.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(g_override_mutex);
@@ -100,14 +101,19 @@ const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType 
         return &e;
   }
   const int tile_m = preferred_tile_m(role, shape);
-  const KernelEntry* any = nullptr;
-  for (size_t i = 0; i < t.automatic; ++i) {
-    const KernelEntry& e = t.kernels[i];
-    if (!matches(e, role, input_a, input_b, output, block_scaled)) continue;
-    if (e.tile_m == tile_m) return &e;
-    if (any == nullptr) any = &e;
+  // Fast-accumulation kernels when allowed and built, else promoting ones.
+  for (const bool fast : {fast_accumulation, false}) {
+    const KernelEntry* any = nullptr;
+    for (size_t i = 0; i < t.automatic; ++i) {
+      const KernelEntry& e = t.kernels[i];
+      if (!matches(e, role, input_a, input_b, output, block_scaled) || e.fast_accumulation != fast)
+        continue;
+      if (e.tile_m == tile_m) return &e;
+      if (any == nullptr) any = &e;
+    }
+    if (any != nullptr || !fast) return any;
   }
-  return any;
+  return nullptr;
 }
 
 void set_kernel_override(const std::string& name) {
