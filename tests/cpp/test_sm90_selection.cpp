@@ -201,7 +201,9 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256"};
+  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256",
+                                               "wgrad_bf16_coop256x128_widestore",
+                                               "wgrad_e5m2_bf16_fastcoop256x128_widestore"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -215,6 +217,8 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
          {std::vector<int64_t>(8, 2048), std::vector<int64_t>(128, 256), skewed(128), long_groups})
       EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
                 fast ? "wgrad_e5m2_bf16_fastcoop256x128" : "wgrad_e5m2_bf16_coop128x128");
+  EXPECT_EQ(pick(Role::kWgrad, kBf16, kBf16, std::vector<int64_t>(128, 256)),
+            "wgrad_bf16_coop256x128");
   set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),
             "wgrad_e5m2_bf16_fastcoop128x256");

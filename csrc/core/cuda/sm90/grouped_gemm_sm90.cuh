@@ -32,6 +32,10 @@ struct TileConfig {
   static constexpr int kTileN = TileN;
   static constexpr bool kBlockScaled = false;
   static constexpr bool kFastAccumulation = false;  // FP8: promote partial sums to fp32
+  // dgrad/wgrad: whether the epilogue can read D back as C (beta = 1, for
+  // main_grad accumulation); false frees the C staging in shared memory.
+  static constexpr bool kReadsSource = true;
+  using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Int<TileK>>;
   using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::_1, cute::_1>;
   using KernelSchedule =
@@ -52,6 +56,8 @@ struct BlockScaledTileConfig {
   static constexpr int kTileN = TileN;
   static constexpr bool kBlockScaled = true;
   static constexpr bool kFastAccumulation = false;
+  static constexpr bool kReadsSource = true;
+  using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::_128>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise;
@@ -221,13 +227,15 @@ struct GroupedGemm {
   using FusionOp = std::conditional_t<
       kBiasEpilogue, ScaleBiasFusion<typename Config::TileShape, ElementOut>,
       cutlass::epilogue::fusion::LinearCombination<ElementOut, float, ElementOut, float>>;
-  using ElementC = std::conditional_t<kBiasEpilogue, void, ElementOut>;
+  // Kernels without a source read no C (and take only beta = 0).
+  static constexpr bool kReadsSource = !kBiasEpilogue && Config::kReadsSource;
+  using ElementC = std::conditional_t<kReadsSource, ElementOut, void>;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
-      typename Config::ClusterShape, cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      ElementC, LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut,
-      typename Config::EpilogueSchedule, FusionOp>::CollectiveOp;
+      typename Config::ClusterShape, typename Config::EpilogueTile, float, float, ElementC,
+      LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut, typename Config::EpilogueSchedule,
+      FusionOp>::CollectiveOp;
 
   using Mainloop =
       typename MainloopFor<kBlockScaled, R, ElementA, LayoutA, kAlignA, ElementB, LayoutB, kAlignB,
@@ -513,7 +521,10 @@ struct GroupedGemmRunner {
       fusion.alpha_ptr = alpha_array;
       fusion.dAlpha = per_group;
       fusion.beta_ptr = nullptr;
-      args.epilogue.ptr_C = const_cast<const ElementOut**>(arrays.ptr_d);
+      if constexpr (GG::kReadsSource)
+        args.epilogue.ptr_C = const_cast<const ElementOut**>(arrays.ptr_d);
+      else
+        args.epilogue.ptr_C = nullptr;
     }
     args.epilogue.dC = arrays.stride_c;
     args.epilogue.ptr_D = arrays.ptr_d;
@@ -626,6 +637,9 @@ struct GroupedGemmRunner {
   }
 
   static void run(const GroupedLaunch& l, void* workspace) {
+    GL_CHECK_VALUE(GG::kReadsSource || GG::kBiasEpilogue || l.beta == 0.f,
+                   "accumulate: this sm90 kernel reads no C operand (beta = 0 only), got beta ",
+                   l.beta);
     typename GG::Arrays arrays{};
     carve(l, workspace, &arrays);
 

@@ -43,6 +43,17 @@ using Fp8FastCoop128x256 = Fp8FastAccumTileConfig<128, 256, true>;
 using Fp8FastCoop256x128 = Fp8FastAccumTileConfig<256, 128, true>;
 using Fp8FastPing64x256 = Fp8FastAccumTileConfig<64, 256, false>;
 
+// wgrad writes G*N*K outputs from short reductions, so its epilogue's stores
+// bound it (benchmarks/reading.md). The default epilogue stores a 256x128
+// tile as eight 128x32 pieces with at most two in flight; this one stores
+// two 128xN pieces, both in flight, and gives up reading C (the staging C
+// would need): beta = 0 only, no main_grad accumulation.
+template <class Base>
+struct WideStoreConfig : Base {
+  static constexpr bool kReadsSource = false;
+  using EpilogueTile = cute::Shape<cute::_128, cute::Int<Base::kTileN>>;
+};
+
 }  // namespace grouped_linear::cuda::sm90
 
 // Defines `KernelEntry fn()` for one role, operand and output types and

@@ -47,14 +47,19 @@
   X(dgrad_e5m2_bf16_fastping64x256)       \
   X(wgrad_e5m2_bf16_fastcoop256x128)
 
-// Candidates for `python -m bench.tune_sm90`, never chosen automatically.
-// A fast-accumulation wgrad with bf16's tile for long reductions (128x256;
-// 256x128 won every case of 2026-12-03, whose averages are 256-2048 rows).
+// Candidates for `python -m bench.tune_sm90`, never chosen automatically:
+// a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
+// 256x128 won every case of 2026-12-03, whose averages are 256-2048 rows),
+// and wgrad with two wide stores per tile and no C operand ("_widestore",
+// WideStoreConfig: beta = 0 only).
 // Earlier candidates that lost every case were removed: the bf16 ones of
 // 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json, sources in commit
 // ca6849d) and the FP8 64x128 pingpong wgrad of 2026-12-03
 // (benchmarks/h200-2026-12-03-tune-sm90-fp8.json).
-#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
+#define GL_SM90_TUNING_KERNELS(X)     \
+  X(wgrad_e5m2_bf16_fastcoop128x256)  \
+  X(wgrad_bf16_coop256x128_widestore) \
+  X(wgrad_e5m2_bf16_fastcoop256x128_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
