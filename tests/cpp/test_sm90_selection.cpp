@@ -202,7 +202,6 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256",
-                                               "wgrad_bf16_coop256x128_widestore",
                                                "wgrad_e5m2_bf16_fastcoop256x128_widestore"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())

@@ -255,6 +255,37 @@ def test_fast_accumulation_over_long_reductions(fast_kernel, gen):
     assert_close_rel(promoted, ref, torch.bfloat16, f"{role}: the promoting kernel")
 
 
+def test_kernels_without_a_source_refuse_to_accumulate(gen):
+    """"_widestore" kernels read no C operand: asked to accumulate into a
+    buffer they raise (rather than overwrite it), and the engine works after."""
+    if not _sm90_available():
+        pytest.skip("needs an sm_90 GPU")
+    kernels = [k for k in _fp8_kernels(False) if k.endswith("_widestore")]
+    if not kernels:
+        pytest.skip("no kernel without a source in this build (GL_SM90_TUNING)")
+    splits, n, k = [40, 0, 24], 32, 48
+    dy, x = codes(gen, (64, n), "e5m2"), codes(gen, (64, k), "e4m3")
+    sdy, sx = scales(gen, 1), scales(gen, 1)
+    dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
+    ref = torch.stack([f64(dyg, sdy).T @ f64(xg, sx)
+                       for dyg, xg in zip(dy.split(splits), x.split(splits))])
+    buffer = torch.ones(3, n, k, dtype=torch.bfloat16, device="cuda")
+    for kernel in kernels:
+        ops.set_kernel_override("cuda", ENGINE, kernel)
+        try:
+            with pytest.raises(ValueError, match=r"reads no C operand \(beta = 0 only\)"):
+                ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, 64, out=buffer, accumulate=True,
+                              engine=ENGINE, split_accumulator=False)
+            out = ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, 64, engine=ENGINE,
+                                split_accumulator=False)
+        finally:
+            ops.set_kernel_override("cuda", ENGINE, "")
+        assert_close_rel(out, ref, torch.bfloat16, kernel)
+    assert torch.equal(buffer, torch.ones_like(buffer)), "the refused call wrote out"
+    ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, 64, out=buffer, accumulate=True, engine=ENGINE)
+    assert_close_rel(buffer, ref + 1.0, torch.bfloat16, "accumulate after the error")
+
+
 # ---- blockwise scales (Float8BlockScaling) ----------------------------------
 
 BLOCK = 128

@@ -100,32 +100,6 @@ def test_kernel_matches_reference(kernel, case, device_splits, gen):
         assert_empty_groups_zero(out, splits, kernel)
 
 
-def test_kernels_without_a_source_refuse_to_accumulate(gen):
-    """"_widestore" kernels read no C operand: asked to accumulate into a
-    buffer they raise (rather than overwrite it), and the engine works after."""
-    kernels = [k for k in _kernels() if k.endswith("_widestore") and k.startswith("wgrad_bf16_")]
-    if not _sm90_available():
-        pytest.skip("needs an sm_90 GPU")
-    if not kernels:
-        pytest.skip("no wgrad kernel without a source in this build (GL_SM90_TUNING)")
-    dy, x = randn(gen, 64, 32, device="cuda"), randn(gen, 64, 48, device="cuda")
-    dy, x = dy.to(torch.bfloat16), x.to(torch.bfloat16)
-    buffer = torch.ones(2, 32, 48, dtype=torch.bfloat16, device="cuda")
-    for kernel in kernels:
-        ops.set_kernel_override("cuda", ENGINE, kernel)
-        try:
-            with pytest.raises(ValueError, match=r"reads no C operand \(beta = 0 only\)"):
-                ops.wgrad(dy, x, [40, 24], grad_weight=buffer, accumulate=True, engine=ENGINE)
-            out, _ = ops.wgrad(dy, x, [40, 24], engine=ENGINE)
-        finally:
-            ops.set_kernel_override("cuda", ENGINE, "")
-        ref, _ = ref_wgrad(dy, x, [40, 24])
-        assert_close_rel(out, ref, torch.bfloat16, kernel)
-    assert torch.equal(buffer, torch.ones_like(buffer)), "the refused call wrote grad_weight"
-    after, _ = ops.wgrad(dy, x, [40, 24], grad_weight=buffer, accumulate=True, engine=ENGINE)
-    assert_close_rel(after, ref + 1.0, torch.bfloat16, "accumulate after the error")
-
-
 def test_unknown_kernel_name_is_an_error():
     if not _kernels():
         pytest.skip(f"grouped_linear was built without the {ENGINE} engine")
