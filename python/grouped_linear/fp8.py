@@ -52,8 +52,9 @@ class MMParams:
     use_split_accumulator=True accumulates in float32 (the tensor core's
     partial sums promoted into float32 registers every k-block); False
     allows fast accumulation in the tensor core's narrower accumulator
-    (faster, less precise over long reductions: about 2^-14 of the running
-    sum per 32-deep step on Hopper). The CPU emulation sums in float32 either
+    (faster, less precise over long reductions: Hopper keeps about 14 bits
+    of the running sum, as the DeepSeek-V3 report measured). The CPU
+    emulation sums in float32 either
     way; Float8BlockScaling's kernels always promote per block."""
     use_split_accumulator: bool = True
 
