@@ -170,6 +170,23 @@ def test_opcheck(device, grouped):
     torch.library.opcheck(ops.backward, (dy, x.detach(), w.detach(), s, [True, False, False]))
 
 
+@pytest.mark.parametrize("bad, pattern", [
+    (lambda c: c[:6], r"recipe: expected 7 ints \(.*split-accumulator bits\), got 6"),
+    (lambda c: c[:6] + [8], r"recipe: split-accumulator bits 8; expected 0 to 7"),
+])
+def test_fp8_op_rejects_bad_recipe_codes(device, bad, pattern):
+    """The recipe's int list (as torch.compile passes it) is checked, and the
+    op works after a refused call (dispatcher ops raise RuntimeError)."""
+    x, w, b, s = _opcheck_args(device, True)
+    codes = list(fp8._encode(fp8.Float8CurrentScaling().to_native()))
+    args = (x.detach(), w.detach(), b.detach(), s)
+    with pytest.raises(RuntimeError, match=pattern):
+        torch.ops.grouped_linear.fp8_forward(*args, bad(codes), None, None, -1, True, False,
+                                             False)
+    y = torch.ops.grouped_linear.fp8_forward(*args, codes, None, None, -1, True, False, False)[0]
+    assert y.shape == (6, N) and torch.isfinite(y).all()
+
+
 @pytest.mark.parametrize("recipe_name", list(RECIPES))
 def test_opcheck_fp8(device, recipe_name):
     x, w, b, s = _opcheck_args(device, True)

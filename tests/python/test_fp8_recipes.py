@@ -88,6 +88,7 @@ def test_split_accumulator_of_the_fp8_ops(gen):
     assert torch.equal(split, fast) and torch.isfinite(split).all()
     with pytest.raises(TypeError, match=r"split_accumulator: got 'no', expected a bool"):
         ops.fp8_forward(x, sx, w, sw, None, [2, 4], split_accumulator="no")
+    assert torch.equal(ops.fp8_forward(x, sx, w, sw, None, [2, 4]), split)
 
 
 def test_recipe_codes_carry_the_accumulation_choice():
