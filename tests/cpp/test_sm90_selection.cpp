@@ -77,15 +77,17 @@ TEST(Sm90KernelSelection, EveryRoleAndDtypeHasAKernelAndOthersNone) {
 }
 
 std::string pick_fp8(Role role, DType a, DType b, DType out, const std::vector<int64_t>& sizes,
-                     bool block_scaled = false, bool fast_accumulation = false) {
+                     bool block_scaled = false, bool fast_accumulation = false,
+                     bool accumulate = false) {
   GroupShape shape;
+  shape.accumulate = accumulate;
   shape.num_groups = static_cast<int>(sizes.size());
   for (int64_t s : sizes) shape.total_rows += s;
   shape.host_sizes = sizes.data();
   shape.n = 1536;
   shape.k = 2048;
   const KernelEntry* e =
-      block_scaled || fast_accumulation
+      block_scaled || fast_accumulation || accumulate
           ? select_kernel(role, a, b, out, block_scaled, shape, fast_accumulation)
           : select_kernel(role, a, b, out, shape);
   return e == nullptr ? "none" : e->name;
@@ -184,9 +186,15 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
             "dgrad_e5m2_bf16_fastcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, skewed(32), false, true),
             "dgrad_e5m2_bf16_fastping64x256");
-  for (const auto& sizes : {uniform, short_groups, std::vector<int64_t>(32, 4096)})
+  // wgrad: the wide-store kernel, except into an output it must add to.
+  for (const auto& sizes : {uniform, short_groups, std::vector<int64_t>(32, 4096)}) {
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, true),
+              "wgrad_e5m2_bf16_fastcoop256x128_widestore");
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, true, true),
               "wgrad_e5m2_bf16_fastcoop256x128");
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, false, true),
+              "wgrad_e5m2_bf16_coop128x128");
+  }
   // No fast kernel built: the promoting one.
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, uniform, false, true),
             "dgrad_e4m3_bf16_coop128x128");
@@ -201,8 +209,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256",
-                                               "wgrad_e5m2_bf16_fastcoop256x128_widestore"};
+  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -215,7 +222,7 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
     for (const auto& sizes :
          {std::vector<int64_t>(8, 2048), std::vector<int64_t>(128, 256), skewed(128), long_groups})
       EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
-                fast ? "wgrad_e5m2_bf16_fastcoop256x128" : "wgrad_e5m2_bf16_coop128x128");
+                fast ? "wgrad_e5m2_bf16_fastcoop256x128_widestore" : "wgrad_e5m2_bf16_coop128x128");
   EXPECT_EQ(pick(Role::kWgrad, kBf16, kBf16, std::vector<int64_t>(128, 256)),
             "wgrad_bf16_coop256x128");
   set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");
@@ -236,6 +243,8 @@ TEST(Sm90KernelSelection, NamesAreUniqueAndDescribeTheKernel) {
     EXPECT_NE(name.find(std::to_string(kernels[i].tile_m) + "x"), std::string::npos) << name;
     EXPECT_EQ(kernels[i].block_scaled, name.find("_block_") != std::string::npos) << name;
     EXPECT_EQ(kernels[i].fast_accumulation, name.find("_fast") != std::string::npos) << name;
+    if (kernels[i].role != Role::kForward)  // the forward has a bias epilogue, no C
+      EXPECT_EQ(kernels[i].reads_source, name.find("_widestore") == std::string::npos) << name;
     for (size_t j = i + 1; j < kernels.size(); ++j) EXPECT_NE(name, kernels[j].name);
   }
 }

@@ -105,8 +105,9 @@ void run(const KernelEntry& kernel, const GroupedLaunch& launch, const ExecConte
 }
 
 const KernelEntry* pick(Role role, DType input, DType output, const GroupSizes& splits,
-                        int64_t rows, int64_t n, int64_t k) {
+                        int64_t rows, int64_t n, int64_t k, bool accumulate = false) {
   sm90::GroupShape shape;
+  shape.accumulate = accumulate;
   shape.total_rows = rows;
   shape.num_groups = static_cast<int>(splits.num_groups);
   shape.host_sizes = splits.host;
@@ -281,7 +282,7 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
   void wgrad(const WgradProblem& p, const ExecContext& ctx) override {
     const DType out = p.dw.present ? p.dw.dtype : p.x.dtype;
     const KernelEntry* kernel =
-        pick(Role::kWgrad, p.x.dtype, out, p.splits, p.x.rows, p.dy.cols, p.x.cols);
+        pick(Role::kWgrad, p.x.dtype, out, p.splits, p.x.rows, p.dy.cols, p.x.cols, p.accumulate);
     if (kernel == nullptr || !shape_fits(p.dy.cols, p.x.cols, p.splits) || !packed(p.dy) ||
         !packed(p.x) || (p.dw.present && !packed(p.dw)) || !available(ctx.device)) {
       GL_LOG_INFO(
@@ -308,7 +309,7 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
   // built or the scales are neither both per-tensor nor both blockwise.
   static const KernelEntry* fp8_pick(Role role, DType a, DType b, DType out, Fp8Scaling scaling,
                                      bool split_accumulator, const GroupSizes& splits, int64_t rows,
-                                     int64_t n, int64_t k) {
+                                     int64_t n, int64_t k, bool accumulate = false) {
     if (scaling == Fp8Scaling::kUnsupported) return nullptr;
     sm90::GroupShape shape;
     shape.total_rows = rows;
@@ -316,6 +317,7 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     shape.host_sizes = splits.host;
     shape.n = n;
     shape.k = k;
+    shape.accumulate = accumulate;
     return sm90::select_kernel(role, a, b, out, scaling == Fp8Scaling::kBlock, shape,
                                /*fast_accumulation=*/!split_accumulator);
   }
@@ -333,7 +335,7 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     return fp8_pick(Role::kWgrad, p.dy.columnwise.dtype, p.x.columnwise.dtype, p.dw.dtype,
                     fp8_scaling(p.dy.columnwise_scale, p.x.columnwise_scale, 1),
                     p.split_accumulator, p.splits, p.total_rows, p.dy.columnwise.rows,
-                    p.x.columnwise.rows);
+                    p.x.columnwise.rows, p.accumulate);
   }
 
   static void bias_grad(const WgradProblem& p, cudaStream_t stream) {

@@ -693,6 +693,7 @@ struct GroupedGemmRunner {
     e.output = dtype_of<ElementOut>();
     e.block_scaled = GG::kBlockScaled;
     e.fast_accumulation = Config::kFastAccumulation;
+    e.reads_source = GG::kReadsSource;
     e.tile_m = Config::kTileM;
     e.tile_n = Config::kTileN;
     e.workspace_size = &workspace_size;

@@ -120,6 +120,9 @@ struct KernelEntry {
   // FP8 without promotion of the tensor core's partial sums into fp32
   // (chosen only when the recipe allows it: use_split_accumulator=False).
   bool fast_accumulation = false;
+  // Whether the epilogue can read D back (beta = 1). Kernels that cannot
+  // ("_widestore") spend that shared memory on wider stores instead.
+  bool reads_source = true;
   int tile_m = 0;  // CUTLASS M of a tile: rows of X/dY (fwd, dgrad) or of dW (wgrad)
   int tile_n = 0;
   WorkspaceSizeFn workspace_size = nullptr;
@@ -137,6 +140,7 @@ struct GroupShape {
   const int64_t* host_sizes = nullptr;  // may be null
   int64_t n = 0;
   int64_t k = 0;
+  bool accumulate = false;  // dgrad/wgrad add to D: only kernels that read C
 };
 
 // The kernel for a role, input dtype and output dtype, chosen for the group

@@ -7,61 +7,56 @@
 
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 
-#define GL_SM90_KERNELS(X)                \
-  X(forward_bf16_coop128x256)             \
-  X(forward_bf16_ping64x256)              \
-  X(forward_fp16_coop128x256)             \
-  X(forward_fp16_ping64x256)              \
-  X(dgrad_bf16_coop128x256)               \
-  X(dgrad_bf16_ping64x256)                \
-  X(dgrad_fp16_coop128x256)               \
-  X(dgrad_fp16_ping64x256)                \
-  X(wgrad_bf16_coop128x256)               \
-  X(wgrad_bf16_coop256x128)               \
-  X(wgrad_fp16_coop128x256)               \
-  X(wgrad_fp16_coop256x128)               \
-  X(wgrad_bf16_to_fp32_coop128x256)       \
-  X(wgrad_bf16_to_fp32_coop256x128)       \
-  X(wgrad_fp16_to_fp32_coop128x256)       \
-  X(wgrad_fp16_to_fp32_coop256x128)       \
-  X(forward_e4m3_bf16_coop128x128)        \
-  X(forward_e4m3_bf16_ping64x128)         \
-  X(dgrad_e4m3_bf16_coop128x128)          \
-  X(dgrad_e4m3_bf16_ping64x128)           \
-  X(dgrad_e5m2_bf16_coop128x128)          \
-  X(dgrad_e5m2_bf16_ping64x128)           \
-  X(wgrad_e4m3_bf16_coop128x128)          \
-  X(wgrad_e5m2_bf16_coop128x128)          \
-  X(wgrad_e4m3_to_fp32_coop128x128)       \
-  X(wgrad_e5m2_to_fp32_coop128x128)       \
-  X(forward_e4m3_bf16_block_coop128x128)  \
-  X(dgrad_e4m3_bf16_block_coop128x128)    \
-  X(dgrad_e5m2_bf16_block_coop128x128)    \
-  X(wgrad_e4m3_bf16_block_coop128x128)    \
-  X(wgrad_e5m2_bf16_block_coop128x128)    \
-  X(wgrad_e4m3_to_fp32_block_coop128x128) \
-  X(wgrad_e5m2_to_fp32_block_coop128x128) \
-  X(forward_e4m3_bf16_fastcoop128x256)    \
-  X(forward_e4m3_bf16_fastping64x256)     \
-  X(dgrad_e5m2_bf16_fastcoop128x256)      \
-  X(dgrad_e5m2_bf16_fastping64x256)       \
+#define GL_SM90_KERNELS(X)                     \
+  X(forward_bf16_coop128x256)                  \
+  X(forward_bf16_ping64x256)                   \
+  X(forward_fp16_coop128x256)                  \
+  X(forward_fp16_ping64x256)                   \
+  X(dgrad_bf16_coop128x256)                    \
+  X(dgrad_bf16_ping64x256)                     \
+  X(dgrad_fp16_coop128x256)                    \
+  X(dgrad_fp16_ping64x256)                     \
+  X(wgrad_bf16_coop128x256)                    \
+  X(wgrad_bf16_coop256x128)                    \
+  X(wgrad_fp16_coop128x256)                    \
+  X(wgrad_fp16_coop256x128)                    \
+  X(wgrad_bf16_to_fp32_coop128x256)            \
+  X(wgrad_bf16_to_fp32_coop256x128)            \
+  X(wgrad_fp16_to_fp32_coop128x256)            \
+  X(wgrad_fp16_to_fp32_coop256x128)            \
+  X(forward_e4m3_bf16_coop128x128)             \
+  X(forward_e4m3_bf16_ping64x128)              \
+  X(dgrad_e4m3_bf16_coop128x128)               \
+  X(dgrad_e4m3_bf16_ping64x128)                \
+  X(dgrad_e5m2_bf16_coop128x128)               \
+  X(dgrad_e5m2_bf16_ping64x128)                \
+  X(wgrad_e4m3_bf16_coop128x128)               \
+  X(wgrad_e5m2_bf16_coop128x128)               \
+  X(wgrad_e4m3_to_fp32_coop128x128)            \
+  X(wgrad_e5m2_to_fp32_coop128x128)            \
+  X(forward_e4m3_bf16_block_coop128x128)       \
+  X(dgrad_e4m3_bf16_block_coop128x128)         \
+  X(dgrad_e5m2_bf16_block_coop128x128)         \
+  X(wgrad_e4m3_bf16_block_coop128x128)         \
+  X(wgrad_e5m2_bf16_block_coop128x128)         \
+  X(wgrad_e4m3_to_fp32_block_coop128x128)      \
+  X(wgrad_e5m2_to_fp32_block_coop128x128)      \
+  X(forward_e4m3_bf16_fastcoop128x256)         \
+  X(forward_e4m3_bf16_fastping64x256)          \
+  X(dgrad_e5m2_bf16_fastcoop128x256)           \
+  X(dgrad_e5m2_bf16_fastping64x256)            \
+  X(wgrad_e5m2_bf16_fastcoop256x128_widestore) \
   X(wgrad_e5m2_bf16_fastcoop256x128)
 
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
-// 256x128 won every case of 2026-12-03, whose averages are 256-2048 rows),
-// and the FP8 fast wgrad with two wide stores per tile and no C operand
-// ("_widestore", WideStoreConfig: beta = 0 only; 0.36-0.50 of dense FP8
-// against 0.31-0.40 for the chosen kernel at 32-128 experts,
-// benchmarks/h200-2026-12-03-0e7eb5b-tune-wgrad.json).
+// 256x128 won every case of 2026-12-03, whose averages are 256-2048 rows).
 // Candidates that lost were removed: the bf16 ones of 2026-12-02
 // (benchmarks/h200-2026-12-02-tune-sm90.json, sources in commit ca6849d),
 // the FP8 64x128 pingpong wgrad (benchmarks/h200-2026-12-03-tune-sm90-fp8.json)
 // and the bf16 wide-store wgrad (within +-0.04 of the chosen kernels at
-// 32-128 experts, worse at 8; in the same 0e7eb5b tuning file).
-#define GL_SM90_TUNING_KERNELS(X)    \
-  X(wgrad_e5m2_bf16_fastcoop128x256) \
-  X(wgrad_e5m2_bf16_fastcoop256x128_widestore)
+// 32-128 experts, worse at 8; benchmarks/h200-2026-12-03-0e7eb5b-tune-wgrad.json).
+#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {
 
