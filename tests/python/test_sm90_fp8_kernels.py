@@ -286,6 +286,30 @@ def test_kernels_without_a_source_refuse_to_accumulate(gen):
     assert_close_rel(buffer, ref + 1.0, torch.bfloat16, "accumulate after the error")
 
 
+@pytest.mark.parametrize("split_accumulator", [True, False], ids=["split", "fast"])
+def test_automatic_choice_accumulates_when_asked(split_accumulator, gen):
+    """Without an override, wgrad into a bf16 buffer with accumulate=True adds
+    to it whatever the accumulation: the wide-store kernel, preferred for
+    fast accumulation, cannot read C, so the table must pass over it."""
+    if not _sm90_available():
+        pytest.skip("needs an sm_90 GPU")
+    splits, n, k = [200, 0, 56, 300], 256, 384
+    rows = sum(splits)
+    dy, x = codes(gen, (rows, n), "e5m2"), codes(gen, (rows, k), "e4m3")
+    sdy, sx = scales(gen, 1), scales(gen, 1)
+    dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
+    ref = torch.stack([f64(dyg, sdy).T @ f64(xg, sx)
+                       for dyg, xg in zip(dy.split(splits), x.split(splits))])
+    prior = torch.randn(len(splits), n, k, generator=gen).to("cuda", torch.bfloat16)
+    buffer = prior.clone()
+    ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, rows, out=buffer, accumulate=True,
+                  split_accumulator=split_accumulator)
+    assert_close_rel(buffer, prior.to("cpu", torch.float64) + ref, torch.bfloat16, "accumulated")
+    assert torch.equal(buffer[1], prior[1]), "the empty group's slice changed"
+    fresh = ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, rows, split_accumulator=split_accumulator)
+    assert_close_rel(fresh, ref, torch.bfloat16, "written")
+
+
 # ---- blockwise scales (Float8BlockScaling) ----------------------------------
 
 BLOCK = 128
