@@ -86,6 +86,8 @@ def fuzz_section(d):
             f"**{f['cases']} cases, {f['passed']} passed, {len(failed)} failed**, "
             f"{f['seconds']} s.",
             f"- Recipes {f['by_recipe']}; dtypes {f['by_dtype']}; engines {f['by_engine']}.",
+            *([f"- FP8 GEMM accumulation drawn (every case, used by the FP8 ones): "
+               f"{f['by_accumulation']}."] if "by_accumulation" in f else []),
             f"- m_splits kinds {f['by_splits']}; largest G {f['groups_max']}; "
             f"{f['k_values']} distinct K and {f['n_values']} distinct N values, K not a "
             f"multiple of 16 in {f['k_not_multiple_of_16']} cases; empty groups in "

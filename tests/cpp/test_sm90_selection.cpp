@@ -186,15 +186,25 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
             "dgrad_e5m2_bf16_fastcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, skewed(32), false, true),
             "dgrad_e5m2_bf16_fastping64x256");
-  // wgrad: the wide-store kernel, except into an output it must add to.
-  for (const auto& sizes : {uniform, short_groups, std::vector<int64_t>(32, 4096)}) {
+  // wgrad: the wide-store kernel for short reductions (under 1024 rows per
+  // group on average), except into an output it must add to; with longer
+  // reductions the kernel that stores like the others.
+  for (const auto& sizes : {short_groups, skewed(128), std::vector<int64_t>(32, 1023)}) {
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, true),
               "wgrad_e5m2_bf16_fastcoop256x128_widestore");
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, true, true),
               "wgrad_e5m2_bf16_fastcoop256x128");
+  }
+  for (const auto& sizes :
+       {uniform, std::vector<int64_t>(32, 1024), std::vector<int64_t>{157, 4183, 2000, 1800}}) {
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, true),
+              "wgrad_e5m2_bf16_fastcoop256x128");
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, true, true),
+              "wgrad_e5m2_bf16_fastcoop256x128");
+  }
+  for (const auto& sizes : {uniform, short_groups, std::vector<int64_t>(32, 4096)})
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, false, true),
               "wgrad_e5m2_bf16_coop128x128");
-  }
   // No fast kernel built: the promoting one.
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, uniform, false, true),
             "dgrad_e4m3_bf16_coop128x128");
@@ -209,8 +219,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256",
-                                               "wgrad_e5m2_bf16_coop128x128_widestore"};
+  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -219,11 +228,14 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2;
   // Long reductions, where the candidate's 128-row tile would be preferred.
   const std::vector<int64_t> long_groups(32, 4096);
-  for (const bool fast : {false, true})
-    for (const auto& sizes :
-         {std::vector<int64_t>(8, 2048), std::vector<int64_t>(128, 256), skewed(128), long_groups})
+  for (const bool fast : {false, true}) {
+    for (const auto& sizes : {std::vector<int64_t>(128, 256), skewed(128)})
       EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
                 fast ? "wgrad_e5m2_bf16_fastcoop256x128_widestore" : "wgrad_e5m2_bf16_coop128x128");
+    for (const auto& sizes : {std::vector<int64_t>(8, 2048), long_groups})
+      EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
+                fast ? "wgrad_e5m2_bf16_fastcoop256x128" : "wgrad_e5m2_bf16_coop128x128");
+  }
   EXPECT_EQ(pick(Role::kWgrad, kBf16, kBf16, std::vector<int64_t>(128, 256)),
             "wgrad_bf16_coop256x128");
   set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");

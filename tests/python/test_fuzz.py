@@ -7,8 +7,10 @@ Each case draws, from its own seed: G in 1..256; K and N (multiples of 8,
 (nearly) everything, or random sizes; dtype (fp32 / fp16 / bf16); bias on
 or off; fuse_wgrad_accumulation (main_grad) on or off; the recipe (none,
 delayed, current, block scaling); m_splits as a list, a host tensor or a
-device tensor; 2-D or 3-D input; input with or without requires_grad; and,
-on CUDA, the engine (the default or another built one).
+device tensor; 2-D or 3-D input; input with or without requires_grad; the
+FP8 GEMMs' accumulation (the recipe's defaults, every GEMM with fast
+accumulation, or every GEMM promoting: the recipes' fp8_gemm_* MMParams);
+and, on CUDA, the engine (the default or another built one).
 
 Checked: forward output, dgrad, wgrad (weight.grad, or the main_grad
 increment) and the bias gradient; empty groups give exactly zero gradients
@@ -40,6 +42,10 @@ Tolerances (relative Frobenius error against float64 on the CPU):
   Unlike a bound relative to ||ref||, this one holds for any size, also for
   one-element products whose terms cancel.
 * The bias gradient is summed from the unquantized dY: TOLERANCE of the dtype.
+* Fast accumulation (use_split_accumulator=False) is held to the same
+  bounds: at these depths (K, N <= 640, groups <= 4096 rows) the tensor
+  core's accumulator stays inside the output dtype's tolerance
+  (test_sm90_fp8_kernels checks 8192-deep reductions against bf16's).
 
 Environment: GL_FUZZ_SEED (base seed), GL_FUZZ_CASES (count; default 40 on
 the CPU, 1000 on CUDA), GL_FUZZ_CASE (run only that case index),
@@ -81,6 +87,9 @@ CASE_RUNS = [(i, r) for i in CASE_INDICES for r in range(REPEAT)]
 # smaller; on CUDA the float64 reference on the host bounds the cost.
 LIMITS = {"cpu": dict(rows=384, features=160), "cuda": dict(rows=4096, features=640)}
 RECIPES = ["none", "delayed", "current", "block"]
+# The FP8 GEMMs' accumulation: the recipe's defaults (TE's: fast forward,
+# promoting dgrad and wgrad), all fast, or all promoting.
+ACCUMULATIONS = ["default", "fast", "split"]
 
 SUMMARY: Dict[int, dict] = {}
 _START = time.time()
@@ -154,7 +163,10 @@ def draw_case(index: int, device: str) -> dict:
                 bias=rng.random() < 0.5, main_grad=rng.random() < 0.3, recipe=recipe,
                 fp8_format=rng.choice(["HYBRID", "E4M3"]),
                 form=rng.choice(forms), input_3d=rows % 2 == 0 and rng.random() < 0.2,
-                input_grad=rng.random() < 0.9)
+                input_grad=rng.random() < 0.9,
+                # From its own stream, so the draws above stay those of
+                # earlier versions (a case index names the same problem).
+                accumulation=random.Random(seed ^ 0xACC).choice(ACCUMULATIONS))
 
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -162,12 +174,17 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 def _recipe(case):
     fmt = fp8.Format[case["fp8_format"]]
+    accumulation = case.get("accumulation", "default")
+    gemms = {}
+    if accumulation != "default":
+        params = fp8.MMParams(use_split_accumulator=accumulation == "split")
+        gemms = dict(fp8_gemm_fprop=params, fp8_gemm_dgrad=params, fp8_gemm_wgrad=params)
     if case["recipe"] == "delayed":
-        return fp8.DelayedScaling(fp8_format=fmt, amax_history_len=4)
+        return fp8.DelayedScaling(fp8_format=fmt, amax_history_len=4, **gemms)
     if case["recipe"] == "current":
-        return fp8.Float8CurrentScaling(fp8_format=fmt)
+        return fp8.Float8CurrentScaling(fp8_format=fmt, **gemms)
     if case["recipe"] == "block":
-        return fp8.Float8BlockScaling()
+        return fp8.Float8BlockScaling(**gemms)
     return None
 
 
@@ -339,7 +356,8 @@ def run_case(case: dict):
 
 def describe(case: dict) -> str:
     return (f"G={case['groups']} T={case['rows']} K={case['k']} N={case['n']} {case['dtype']} "
-            f"recipe={case['recipe']}{'/' + case['fp8_format'] if case['recipe'] in ('delayed', 'current') else ''} "
+            f"recipe={case['recipe']}{'/' + case['fp8_format'] if case['recipe'] in ('delayed', 'current') else ''}"
+            f"{'/accumulation=' + case['accumulation'] if case['recipe'] != 'none' else ''} "
             f"splits={case['kind']}/{case['form']} bias={case['bias']} "
             f"main_grad={case['main_grad']} input_grad={case['input_grad']} "
             f"3d={case['input_3d']} engine={case['engine']}")
@@ -366,6 +384,7 @@ def write_summary():
         passed=sum(r["ok"] for r in records), failed=[r for r in records if not r["ok"]],
         seconds=round(time.time() - _START, 1),
         by_recipe=count("recipe"), by_dtype=count("dtype"), by_engine=count("engine"),
+        by_accumulation=count("accumulation"),
         by_splits=count("kind"),
         groups_max=max(r["groups"] for r in records),
         k_values=len({r["k"] for r in records}), n_values=len({r["n"] for r in records}),
@@ -387,6 +406,7 @@ def test_fuzz_case(index, run):
     print(f"fuzz case {index} (seed {case['seed']}): {text}\nrepro: {repro(index)}")
     record = dict(index=index, seed=case["seed"], ok=False, text=text, repro=repro(index),
                   recipe=case["recipe"], dtype=case["dtype"], engine=case["engine"],
+                  accumulation=case["accumulation"],
                   kind=case["kind"], groups=case["groups"], k=case["k"], n=case["n"],
                   main_grad=case["main_grad"], bias=case["bias"], empty_groups=0)
     SUMMARY[(index, run)] = record

@@ -50,17 +50,16 @@
 
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
-// 256x128 won every case of 2026-12-03, whose averages are 256-2048 rows),
-// and the wide store for the promoting FP8 wgrad (the recipes' default for
-// wgrad), whose 128x128 tile then goes out in one piece.
+// 256x128 won every case of 2026-12-03, whose averages are 256-2048 rows).
 // Candidates that lost were removed: the bf16 ones of 2026-12-02
 // (benchmarks/h200-2026-12-02-tune-sm90.json, sources in commit ca6849d),
 // the FP8 64x128 pingpong wgrad (benchmarks/h200-2026-12-03-tune-sm90-fp8.json)
-// and the bf16 wide-store wgrad (within +-0.04 of the chosen kernels at
-// 32-128 experts, worse at 8; benchmarks/h200-2026-12-03-0e7eb5b-tune-wgrad.json).
-#define GL_SM90_TUNING_KERNELS(X)    \
-  X(wgrad_e5m2_bf16_fastcoop128x256) \
-  X(wgrad_e5m2_bf16_coop128x128_widestore)
+// the bf16 wide-store wgrad (within +-0.04 of the chosen kernels at
+// 32-128 experts, worse at 8; benchmarks/h200-2026-12-03-0e7eb5b-tune-wgrad.json)
+// and the promoting FP8 wide-store wgrad (coop128x128: within 0.01 of the
+// production promoting kernel everywhere; sources in commit d9da9a1,
+// benchmarks/h200-2026-12-03-238dd36-tune-wgrad-fp8.json).
+#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {
 

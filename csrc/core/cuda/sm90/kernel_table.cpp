@@ -59,14 +59,30 @@ int64_t padded_rows(const GroupShape& shape, int tile) {
 //    1024 on average) 256x128 tiles beat 128x256 (up to 0.70 against 0.53
 //    of dense), with long reductions 128x256 wins.
 //  - Kernels listed first win among equal tiles: the FP8 wide-store wgrad
-//    (0.36-0.50 of dense against 0.31-0.40 at 32-128 experts) whenever the
-//    output is not accumulated into, which it cannot do.
+//    (0.30-0.48 of dense against 0.28-0.39 at 32-128 experts) where the
+//    output store dominates, groups averaging under 1024 rows, and the
+//    output is not accumulated into, which it cannot do. With longer
+//    reductions it lost (mixtral, 8 experts: 0.51-0.86 against 0.52-0.89).
+constexpr int64_t kShortReduction = 1024;  // average rows per group
+
+int64_t average_rows(const GroupShape& shape) {
+  return shape.num_groups > 0 ? shape.total_rows / shape.num_groups : 0;
+}
+
 int preferred_tile_m(Role role, const GroupShape& shape) {
   if (shape.num_groups <= 0 || shape.total_rows <= 0) return 128;
-  const int64_t average = shape.total_rows / shape.num_groups;
-  if (role == Role::kWgrad) return average < 1024 ? 256 : 128;
+  const int64_t average = average_rows(shape);
+  if (role == Role::kWgrad) return average < kShortReduction ? 256 : 128;
   if (shape.host_sizes == nullptr) return average < 384 ? 64 : 128;
   return padded_rows(shape, 128) * 100 > padded_rows(shape, 64) * 109 ? 64 : 128;
+}
+
+// Kernels that read no C operand (the forward's, the "_widestore" wgrad):
+// never to accumulate; the wide-store wgrad only where its store pays.
+bool source_rule_allows(const KernelEntry& e, const GroupShape& shape) {
+  if (e.reads_source) return true;
+  if (shape.accumulate) return false;
+  return e.role != Role::kWgrad || average_rows(shape) < kShortReduction;
 }
 
 }  // namespace
@@ -110,7 +126,7 @@ const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType 
     for (size_t i = 0; i < t.automatic; ++i) {
       const KernelEntry& e = t.kernels[i];
       if (!matches(e, role, input_a, input_b, output, block_scaled) ||
-          e.fast_accumulation != fast || (shape.accumulate && !e.reads_source))
+          e.fast_accumulation != fast || !source_rule_allows(e, shape))
         continue;
       if (e.tile_m == tile_m) return &e;
       if (any == nullptr) any = &e;
