@@ -50,7 +50,9 @@
 
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
-// 256x128 won every case of 2026-12-03, whose averages are 256-2048 rows).
+// 256x128 won every case of 2026-12-03, whose averages are 256-2048 rows)
+// and the promoting FP8 dgrad and wgrad (the recipes' defaults) with 128x192
+// tiles, the widest whose two accumulators fit a consumer's registers.
 // Candidates that lost were removed: the bf16 ones of 2026-12-02
 // (benchmarks/h200-2026-12-02-tune-sm90.json, sources in commit ca6849d),
 // the FP8 64x128 pingpong wgrad (benchmarks/h200-2026-12-03-tune-sm90-fp8.json)
@@ -59,7 +61,10 @@
 // and the promoting FP8 wide-store wgrad (coop128x128: within 0.01 of the
 // production promoting kernel everywhere; sources in commit d9da9a1,
 // benchmarks/h200-2026-12-03-238dd36-tune-wgrad-fp8.json).
-#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
+#define GL_SM90_TUNING_KERNELS(X)    \
+  X(wgrad_e5m2_bf16_fastcoop128x256) \
+  X(dgrad_e5m2_bf16_coop128x192)     \
+  X(wgrad_e5m2_bf16_coop128x192)
 
 namespace grouped_linear::cuda::sm90 {
 
