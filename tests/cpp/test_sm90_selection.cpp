@@ -175,7 +175,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
   for (const auto& sizes : {uniform, short_groups, skewed(128)}) {
     EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes).find("fast"), std::string::npos);
     EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes).find("fast"), std::string::npos);
-    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes), "wgrad_e5m2_bf16_coop128x128");
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes), "wgrad_e5m2_bf16_coop128x192");
   }
   // The same tile rule as bf16: 64-row pingpong tiles where 128 pad badly.
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, false, true),
@@ -204,7 +204,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
   }
   for (const auto& sizes : {uniform, short_groups, std::vector<int64_t>(32, 4096)})
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, false, true),
-              "wgrad_e5m2_bf16_coop128x128");
+              "wgrad_e5m2_bf16_coop128x192");
   // No fast kernel built: the promoting one.
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, uniform, false, true),
             "dgrad_e4m3_bf16_coop128x128");
@@ -219,9 +219,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256",
-                                               "dgrad_e5m2_bf16_coop128x192",
-                                               "wgrad_e5m2_bf16_coop128x192"};
+  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -233,10 +231,10 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   for (const bool fast : {false, true}) {
     for (const auto& sizes : {std::vector<int64_t>(128, 256), skewed(128)})
       EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
-                fast ? "wgrad_e5m2_bf16_fastcoop256x128_widestore" : "wgrad_e5m2_bf16_coop128x128");
+                fast ? "wgrad_e5m2_bf16_fastcoop256x128_widestore" : "wgrad_e5m2_bf16_coop128x192");
     for (const auto& sizes : {std::vector<int64_t>(8, 2048), long_groups})
       EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
-                fast ? "wgrad_e5m2_bf16_fastcoop256x128" : "wgrad_e5m2_bf16_coop128x128");
+                fast ? "wgrad_e5m2_bf16_fastcoop256x128" : "wgrad_e5m2_bf16_coop128x192");
   }
   EXPECT_EQ(pick(Role::kWgrad, kBf16, kBf16, std::vector<int64_t>(128, 256)),
             "wgrad_bf16_coop256x128");
@@ -248,7 +246,7 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   // The override names E5M2 x E4M3 to bf16: other formats keep their kernel.
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, long_groups), "wgrad_e4m3_bf16_coop128x128");
   set_kernel_override("");
-  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups), "wgrad_e5m2_bf16_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups), "wgrad_e5m2_bf16_coop128x192");
 }
 
 TEST(Sm90KernelSelection, NamesAreUniqueAndDescribeTheKernel) {

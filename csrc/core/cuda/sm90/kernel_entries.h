@@ -31,7 +31,7 @@
   X(dgrad_e5m2_bf16_coop128x128)               \
   X(dgrad_e5m2_bf16_ping64x128)                \
   X(wgrad_e4m3_bf16_coop128x128)               \
-  X(wgrad_e5m2_bf16_coop128x128)               \
+  X(wgrad_e5m2_bf16_coop128x192)               \
   X(wgrad_e4m3_to_fp32_coop128x128)            \
   X(wgrad_e5m2_to_fp32_coop128x128)            \
   X(forward_e4m3_bf16_block_coop128x128)       \
@@ -50,21 +50,19 @@
 
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
-// 256x128 won every case of 2026-12-03, whose averages are 256-2048 rows)
-// and the promoting FP8 dgrad and wgrad (the recipes' defaults) with 128x192
-// tiles, the widest whose two accumulators fit a consumer's registers.
+// against the production 256x128 it won mixtral fc1 and lost fc2 in the
+// 2026-12-03 runs).
 // Candidates that lost were removed: the bf16 ones of 2026-12-02
 // (benchmarks/h200-2026-12-02-tune-sm90.json, sources in commit ca6849d),
-// the FP8 64x128 pingpong wgrad (benchmarks/h200-2026-12-03-tune-sm90-fp8.json)
+// the FP8 64x128 pingpong wgrad (benchmarks/h200-2026-12-03-tune-sm90-fp8.json),
 // the bf16 wide-store wgrad (within +-0.04 of the chosen kernels at
-// 32-128 experts, worse at 8; benchmarks/h200-2026-12-03-0e7eb5b-tune-wgrad.json)
-// and the promoting FP8 wide-store wgrad (coop128x128: within 0.01 of the
+// 32-128 experts, worse at 8; benchmarks/h200-2026-12-03-0e7eb5b-tune-wgrad.json),
+// the promoting FP8 wide-store wgrad (coop128x128: within 0.01 of the
 // production promoting kernel everywhere; sources in commit d9da9a1,
-// benchmarks/h200-2026-12-03-238dd36-tune-wgrad-fp8.json).
-#define GL_SM90_TUNING_KERNELS(X)    \
-  X(wgrad_e5m2_bf16_fastcoop128x256) \
-  X(dgrad_e5m2_bf16_coop128x192)     \
-  X(wgrad_e5m2_bf16_coop128x192)
+// benchmarks/h200-2026-12-03-238dd36-tune-wgrad-fp8.json) and the promoting
+// FP8 128x192 dgrad (-0.06 to +0.09 against 128x128, mixed; commit eca406d,
+// benchmarks/h200-2026-12-03-eca406d-tune-fp8.txt).
+#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {
 

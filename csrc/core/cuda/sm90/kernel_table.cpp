@@ -59,10 +59,11 @@ int64_t padded_rows(const GroupShape& shape, int tile) {
 //    1024 on average) 256x128 tiles beat 128x256 (up to 0.70 against 0.53
 //    of dense), with long reductions 128x256 wins.
 //  - Kernels listed first win among equal tiles: the FP8 wide-store wgrad
-//    (0.30-0.48 of dense against 0.28-0.39 at 32-128 experts) where the
+//    (0.30-0.54 of dense against 0.28-0.43 at 32-128 experts) where the
 //    output store dominates, groups averaging under 1024 rows, and the
-//    output is not accumulated into, which it cannot do. With longer
-//    reductions it lost (mixtral, 8 experts: 0.51-0.86 against 0.52-0.89).
+//    output is not accumulated into, which it cannot do. At 8 experts
+//    (2048 rows a group) it was within run-to-run noise of the regular
+//    store (-0.07 to +0.08 over four runs), which longer reductions keep.
 constexpr int64_t kShortReduction = 1024;  // average rows per group
 
 int64_t average_rows(const GroupShape& shape) {
