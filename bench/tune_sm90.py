@@ -8,7 +8,9 @@ Build with the candidates first: `GL_SM90_TUNING=1 scripts/setup.sh` (CMake
 option GL_SM90_TUNING=ON). bf16: the bf16 kernels (fp16 runs the same
 tiles), against torch.matmul. fp8: the per-tensor FP8 kernels of the HYBRID
 recipe (E4M3 forward, E5M2 gradients, bf16 out), operands quantized as
-`python -m bench --sections fp8` does, against torch._scaled_mm.
+`python -m bench --sections fp8` does, against torch._scaled_mm; the fp8
+role `wgrad_main_grad` (only when named in --roles) adds wgrad into a
+float32 main_grad (fuse_wgrad_accumulation), against the same dense wgrad.
 Each figure is the median of CUDA-event timed runs, as a ratio to a dense
 GEMM of the same M, N, K measured in the same process.
 """
@@ -32,7 +34,7 @@ from .timing import CudaEventTimer
 ENGINE = "sm90_grouped"
 ROLE_PREFIX = {"fwd": "forward_bf16_", "dgrad": "dgrad_bf16_", "wgrad": "wgrad_bf16_"}
 FP8_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_", "dgrad": "dgrad_e5m2_bf16_",
-                   "wgrad": "wgrad_e5m2_bf16_"}
+                   "wgrad": "wgrad_e5m2_bf16_", "wgrad_main_grad": "wgrad_e5m2_to_fp32_"}
 
 
 def median_ms(timer: CudaEventTimer, fn, warmup: int, reps: int) -> float:
@@ -40,16 +42,19 @@ def median_ms(timer: CudaEventTimer, fn, warmup: int, reps: int) -> float:
 
 
 def time_kernels(fn, prefix: str, kernels: List[str], row: Dict, dense_ms: float, timer,
-                 args) -> None:
+                 args, result=None) -> None:
     """Every kernel whose name starts with `prefix` (forced by name), timed,
-    its result compared with the automatic choice's."""
+    its result compared with the automatic choice's. `result` (default fn)
+    gives the value compared, where fn adds into a buffer."""
+    result = result or fn
     ops.set_kernel_override("cuda", ENGINE, "")
-    reference = fn()
+    reference = result()
     for name in kernels:
-        if not name.startswith(prefix) or "_to_fp32_" in name or "_block_" in name:
+        if (not name.startswith(prefix) or "_block_" in name
+                or ("_to_fp32_" in name) != ("_to_fp32_" in prefix)):
             continue
         ops.set_kernel_override("cuda", ENGINE, name)
-        got = fn()
+        got = result()
         err = relative_error(got, reference)
         del got
         ms = median_ms(timer, fn, args.warmup, args.reps)
@@ -103,19 +108,33 @@ def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
     del x, w, dy
     wq_t = wq.transpose(1, 2).contiguous()
     rows = []
+    main_grad = None
     for role in roles:
-        dense_ms = median_ms(timer, fp8.dense_fp8(role, case, device), args.warmup, args.reps)
+        dense_role = "wgrad" if role == "wgrad_main_grad" else role
+        dense_ms = median_ms(timer, fp8.dense_fp8(dense_role, case, device), args.warmup,
+                             args.reps)
         for routing in ROUTINGS:
             splits = make_splits(routing, case.G, case.T)
             if role == "fwd":
                 fn = lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits)  # noqa: E731
             elif role == "dgrad":
                 fn = lambda: ops.fp8_dgrad(dyq, sdy, wq_t, sw, splits)  # noqa: E731
-            else:
+            elif role == "wgrad":
                 dyq_t, xq_t = fp8.columnwise(dyq, splits), fp8.columnwise(xq, splits)
                 fn = lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, case.T)  # noqa: E731
+            else:  # wgrad_main_grad: accumulated into a float32 buffer
+                dyq_t, xq_t = fp8.columnwise(dyq, splits), fp8.columnwise(xq, splits)
+                if main_grad is None:
+                    main_grad = torch.zeros(case.G, case.N, case.K, device=device)
+                fn = lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, case.T,  # noqa: E731
+                                           out=main_grad, accumulate=True,
+                                           out_dtype=torch.float32)
+            # With main_grad the compared value is one increment from zero.
+            result = None if role != "wgrad_main_grad" else (
+                lambda: (main_grad.zero_(), fn(), main_grad.clone())[-1])
             row = new_row(case, routing, role, dense_ms)
-            time_kernels(fn, FP8_ROLE_PREFIX[role], kernels, row, dense_ms, timer, args)
+            time_kernels(fn, FP8_ROLE_PREFIX[role], kernels, row, dense_ms, timer, args,
+                         result)
             rows.append(row)
     return rows
 
@@ -139,6 +158,12 @@ def main(argv=None) -> int:
     wanted = [c for c in args.cases.split(",") if c]
     cases = [c for c in case_file.throughput if not wanted or c.name in wanted]
     roles = [r for r in args.roles.split(",") if r]
+    known = ROLES + (("wgrad_main_grad",) if args.precision == "fp8" else ())
+    unknown = [r for r in roles if r not in known]
+    if unknown:
+        print(f"tune_sm90: --roles: {unknown} unknown for {args.precision}; expected some of "
+              f"{list(known)}", file=sys.stderr)
+        return 2
     records: List[Dict] = []
     measure = measure_fp8_case if args.precision == "fp8" else measure_bf16_case
     try:

@@ -219,7 +219,8 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256"};
+  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256",
+                                               "wgrad_e5m2_to_fp32_coop128x192"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -238,8 +239,11 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   }
   EXPECT_EQ(pick(Role::kWgrad, kBf16, kBf16, std::vector<int64_t>(128, 256)),
             "wgrad_bf16_coop256x128");
-  for (const auto& sizes : {std::vector<int64_t>(128, 256), std::vector<int64_t>(8, 2048)})
+  for (const auto& sizes : {std::vector<int64_t>(128, 256), std::vector<int64_t>(8, 2048)}) {
     EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes), "dgrad_e5m2_bf16_coop128x128");
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat32, sizes),
+              "wgrad_e5m2_to_fp32_coop128x128");
+  }
   set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),
             "wgrad_e5m2_bf16_fastcoop128x256");
