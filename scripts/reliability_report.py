@@ -248,10 +248,14 @@ def concurrency_section(d):
         "two streams from one thread without waiting, so both are in flight at once. Every "
         "result equals the serial one bitwise.",
         "",
-        "Not supported: one module used under FP8 autocast from two threads at once (its "
-        "FP8 state — amax history, scales, weight cache — has no lock); autocast regions "
-        "are per thread. `grouped_linear.fp8._compile_stack` (read only by torch.compile "
-        "tracing) is process-wide.", ""]
+        "Refused: one module under FP8 autocast in two threads at once. Its FP8 state "
+        "(amax history, scales, weight cache) is held by the outermost autocast region "
+        "that first runs the module until that region exits; a call from another thread's "
+        "region meanwhile raises RuntimeError naming the module, before any cast "
+        "(`test_one_fp8_module_in_two_threads_is_refused`), and the module runs there once "
+        "the region has exited. Autocast regions are per thread. "
+        "`grouped_linear.fp8._compile_stack` (read only by torch.compile tracing) is "
+        "process-wide.", ""]
     return out
 
 

@@ -3,6 +3,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include <atomic>
+#include <mutex>
 #include <vector>
 
 #include "core/error.h"
@@ -112,6 +113,17 @@ void Fp8ModuleState::allocate_delayed(int64_t history_len, const at::Device& dev
 }
 
 void Fp8ModuleState::begin_forward(const fp8::Recipe& recipe, const at::Device& device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Another thread's region holds this state (its scales, histories and
+  // weight cache change under that thread's casts and step boundary).
+  if (registered_region_ != 0 && registered_region_ != t_region)
+    detail::fail(ErrorKind::kRuntime,
+                 detail::concat(name_,
+                                ": its FP8 state is in use by another thread's "
+                                "grouped_linear.autocast region; one module cannot run "
+                                "FP8 in two threads at once (give each thread its own "
+                                "copy, e.g. copy.deepcopy, or run them one after the "
+                                "other: the state is free again when that region exits)"));
   // A cache made under another recipe or format does not match what this
   // forward would cast.
   if (weight_cache_.has_value() && (weight_cache_->spec.kind != recipe.kind ||
@@ -119,6 +131,12 @@ void Fp8ModuleState::begin_forward(const fp8::Recipe& recipe, const at::Device& 
     weight_cache_.reset();
   recipe_ = recipe;
   has_recipe_ = true;
+  // Registered for every recipe (the boundary updates delayed ones only), so
+  // that the state is held by this region until it ends.
+  if (registered_region_ != t_region) {
+    registered_region_ = t_region;
+    t_pending.push_back(shared_from_this());
+  }
   if (recipe.kind != fp8::RecipeKind::kDelayed) return;
   if (!delayed() || fwd_history_.size(0) != recipe.amax_history_len) {
     allocate_delayed(recipe.amax_history_len, device);
@@ -130,10 +148,11 @@ void Fp8ModuleState::begin_forward(const fp8::Recipe& recipe, const at::Device& 
     bwd_scale_ = bwd_scale_.to(device);
     bwd_scale_inv_ = bwd_scale_inv_.to(device);
   }
-  if (registered_region != t_region) {
-    registered_region = t_region;
-    t_pending.push_back(shared_from_this());
-  }
+}
+
+void Fp8ModuleState::end_region() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  registered_region_ = 0;
 }
 
 fp8::ScaleState Fp8ModuleState::input_state() const {
@@ -157,7 +176,6 @@ void Fp8ModuleState::reset() {
   fwd_history_ = fwd_scale_ = fwd_scale_inv_ = at::Tensor();
   bwd_history_ = bwd_scale_ = bwd_scale_inv_ = at::Tensor();
   weight_cache_.reset();
-  registered_region = 0;
 }
 
 std::string Fp8ModuleState::tensor_name(bool forward_set, int64_t index) const {
@@ -248,6 +266,14 @@ void end_autocast_region() {
   std::vector<std::shared_ptr<Fp8ModuleState>> states;
   states.swap(t_pending);
   t_region = 0;
+  // The states are free for other threads once their update is done, also
+  // when it raises (check mode).
+  struct Release {
+    const std::vector<std::shared_ptr<Fp8ModuleState>>& states;
+    ~Release() {
+      for (const auto& state : states) state->end_region();
+    }
+  } release{states};
   run_step_boundary(states);
 }
 

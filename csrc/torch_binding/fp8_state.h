@@ -26,6 +26,7 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -45,10 +46,14 @@ class Fp8ModuleState : public std::enable_shared_from_this<Fp8ModuleState> {
 
   // Called by an FP8 forward before any cast: makes the buffers fit the
   // recipe and the device (delayed scaling: allocated on first use or when
-  // the history length changes, moved with the module) and, for delayed
-  // scaling, registers the state for the step boundary of this thread's
-  // outermost autocast region.
+  // the history length changes, moved with the module) and registers the
+  // state with this thread's outermost autocast region, whose exit runs the
+  // step boundary (delayed scaling) and frees the state. Raises
+  // RuntimeError, before anything changes, while another thread's region
+  // holds the state: one module's FP8 state serves one thread at a time.
   void begin_forward(const fp8::Recipe& recipe, const at::Device& device);
+  // The region that registered the state has ended (end_autocast_region).
+  void end_region();
 
   // Where each cast reads its scale and records its amax (delayed scaling);
   // empty for the other recipes.
@@ -90,9 +95,6 @@ class Fp8ModuleState : public std::enable_shared_from_this<Fp8ModuleState> {
   // Tensor names in error messages: "input", "weight3", "grad_output".
   std::string tensor_name(bool forward_set, int64_t index) const;
 
-  // Step boundary bookkeeping: the region this state was registered in.
-  uint64_t registered_region = 0;
-
  private:
   void allocate_delayed(int64_t history_len, const at::Device& device);
 
@@ -103,6 +105,10 @@ class Fp8ModuleState : public std::enable_shared_from_this<Fp8ModuleState> {
   at::Tensor fwd_history_, fwd_scale_, fwd_scale_inv_;
   at::Tensor bwd_history_, bwd_scale_, bwd_scale_inv_;
   std::optional<Fp8Weight> weight_cache_;
+  // The open autocast region that holds the state (0: none), and the lock
+  // that makes begin_forward and end_region see it consistently.
+  uint64_t registered_region_ = 0;
+  std::mutex mutex_;
 };
 
 // The thread's outermost autocast region begins / ends (fp8_bindings.cpp

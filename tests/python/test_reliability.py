@@ -385,6 +385,59 @@ def test_two_threads_cpu_fp8_own_modules(recipe_name, gen):
     record("concurrency", f"cpu_two_threads_fp8_{recipe_name}", dict(threads=2, equal=True))
 
 
+@pytest.mark.parametrize("recipe_name", ["delayed", "current", "block"])
+def test_one_fp8_module_in_two_threads_is_refused(recipe_name, gen):
+    """One module under FP8 in two threads at once: while the first thread's
+    autocast region holds the module's FP8 state, the second thread's call
+    raises RuntimeError naming the module, before any cast (its amax history
+    is unchanged). Once that region has exited the second thread runs the
+    module, and its step equals the same step run serially on a copy."""
+    module, inputs = _shared_module_inputs(gen, "cpu", torch.float32, 2)
+    recipe = RECIPES[recipe_name]()
+    reference = copy.deepcopy(module)
+    (s0, x0, _), (s1, x1, dy1) = inputs
+    holding, refused, released = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def owner():
+        with grouped_linear.autocast(recipe=recipe):
+            with torch.no_grad():
+                module(x0, s0)
+            holding.set()
+            assert refused.wait(timeout=60), "the second thread never tried"
+        released.set()
+
+    def intruder():
+        assert holding.wait(timeout=60), "the first thread never ran"
+        try:
+            history = module._fp8_state.amax_history_fwd
+            before = None if history is None else history.clone()
+            with grouped_linear.autocast(recipe=recipe):
+                with pytest.raises(RuntimeError, match="another thread") as err:
+                    module(x1, s1)
+            seen["message"] = str(err.value)
+            after = module._fp8_state.amax_history_fwd
+            seen["history_unchanged"] = before is None or torch.equal(before, after)
+        finally:
+            refused.set()
+        assert released.wait(timeout=60), "the first thread never left its region"
+        return _step(module, x1, s1, dy1, recipe)
+
+    got = _run_threads([owner, intruder])[1]
+    assert "GroupedLinear" in seen["message"], seen["message"]
+    assert seen["history_unchanged"], "the refused call recorded an amax"
+    # The reference copy sees the same sequence: the first thread's forward,
+    # then the second thread's step, serially.
+    with grouped_linear.autocast(recipe=recipe):
+        with torch.no_grad():
+            reference(x0, s0)
+    expected = _step(reference, x1, s1, dy1, recipe)
+    for a, b in zip(expected, got):
+        _assert_all_equal(a, b, f"FP8 {recipe_name}: the step after the hand-over")
+    record("concurrency", f"cpu_one_fp8_module_two_threads_{recipe_name}",
+           dict(threads=2, refused=True, equal=True))
+
+
 def _on_stream(stream, fn):
     with torch.cuda.stream(stream):
         result = fn()
