@@ -104,6 +104,18 @@ at::Tensor empty_placeholder(const at::TensorOptions& options) { return at::empt
 
 // ---- recipe as int[] ------------------------------------------------------------------
 
+// The schema's `int[] recipe`: kind, format, margin, history length, amax
+// algorithm, power-of-2 scales, split-accumulator bits (decode_recipe below).
+std::vector<int64_t> encode_recipe(const fp8::Recipe& r) {
+  return {static_cast<int64_t>(r.kind),
+          static_cast<int64_t>(r.format),
+          r.margin,
+          r.amax_history_len,
+          static_cast<int64_t>(r.amax_compute_algo),
+          r.power_2_scales ? 1 : 0,
+          fp8::split_accumulator_bits(r)};
+}
+
 fp8::Recipe decode_recipe(at::IntArrayRef v) {
   GL_CHECK_VALUE(v.size() == 7,
                  "recipe: expected 7 ints (kind, format, margin, history length, "
@@ -552,6 +564,8 @@ void register_compile_support(pybind11::module_& m) {
         pybind11::arg("recipe"), pybind11::arg("device"),
         "torch.compile support: readies a module's FP8 state for a traced forward; returns the "
         "state's handle for grouped_linear::fp8_forward.");
+  m.def("_compile_recipe_codes", guarded(&encode_recipe), pybind11::arg("recipe"),
+        "torch.compile support: the recipe as the int[] the FP8 ops take.");
 }
 
 }  // namespace grouped_linear::torch_binding

@@ -190,17 +190,11 @@ class autocast(contextlib.ContextDecorator):
 # process-wide: a graph compiled inside a region is for that recipe.
 _compile_stack = []
 
-_KIND_CODES = {"delayed": 0, "current": 1, "block": 2}
-_FORMAT_CODES = {"E4M3": 0, "E5M2": 1, "HYBRID": 2}
-
 
 def _encode(native) -> tuple:
-    """The recipe as the ints grouped_linear::fp8_forward takes."""
-    return (_KIND_CODES[native.kind], _FORMAT_CODES[native.fp8_format], native.margin,
-            native.amax_history_len, 0 if native.amax_compute_algo == "max" else 1,
-            int(native.power_2_scales),
-            int(native.fprop_split_accumulator) | 2 * int(native.dgrad_split_accumulator)
-            | 4 * int(native.wgrad_split_accumulator))
+    """The recipe as the ints grouped_linear::fp8_forward takes (encoded in C++,
+    beside the decoder)."""
+    return tuple(_C._compile_recipe_codes(native))
 
 
 def is_enabled() -> bool:

@@ -100,6 +100,19 @@ def test_recipe_codes_carry_the_accumulation_choice():
     assert fp8._encode(fast_wgrad.to_native())[6] == 2
 
 
+def test_recipe_codes_hold_every_field():
+    """The int list, encoded in C++ beside its decoder: kind, format, margin,
+    history length, amax algorithm, power-of-2 scales, accumulation bits."""
+    delayed = fp8.DelayedScaling(margin=2, fp8_format=fp8.Format.E4M3, amax_history_len=16,
+                                 amax_compute_algo="most_recent")
+    assert fp8._encode(delayed.to_native()) == (0, 0, 2, 16, 1, 0, 6)
+    current = fp8.Float8CurrentScaling(fp8_format=fp8.Format.HYBRID,
+                                       fp8_gemm_fprop=fp8.MMParams(True))
+    assert fp8._encode(current.to_native())[:2] == (1, 2)
+    assert fp8._encode(current.to_native())[6] == 7
+    assert fp8._encode(fp8.Float8BlockScaling().to_native())[0] == 2
+
+
 # --- autocast --------------------------------------------------------------
 
 def test_autocast_nests_and_restores():
