@@ -75,7 +75,8 @@ add_library(gl_torch STATIC
   csrc/torch_binding/engines.cpp
   csrc/torch_binding/fp8_tensors.cpp
   csrc/torch_binding/fp8_state.cpp
-  csrc/torch_binding/fp8_autograd.cpp)
+  csrc/torch_binding/fp8_autograd.cpp
+  csrc/torch_binding/recipe_ints.cpp)
 target_include_directories(gl_torch SYSTEM PUBLIC ${GL_TORCH_INCLUDES})
 target_link_directories(gl_torch PUBLIC "${GL_TORCH_LIBDIR}")
 target_link_libraries(gl_torch PUBLIC gl_core c10 torch torch_cpu)

@@ -13,6 +13,7 @@
 #include "torch_binding/fp8_state.h"
 #include "torch_binding/fp8_tensors.h"
 #include "torch_binding/grouped_ops.h"
+#include "torch_binding/recipe_ints.h"
 #include "torch_binding/tensor_views.h"
 
 namespace grouped_linear::torch_binding {
@@ -67,31 +68,18 @@ void check_inputs(const at::Tensor& inp, const at::Tensor& w, const at::Tensor& 
 
 // ---- the recipe through saved_data ------------------------------------------------
 
+// The recipe in saved_data: recipe_ints, then the block sizes.
 std::vector<int64_t> encode(const fp8::Recipe& r) {
-  return {static_cast<int64_t>(r.kind),
-          static_cast<int64_t>(r.format),
-          r.margin,
-          r.amax_history_len,
-          static_cast<int64_t>(r.amax_compute_algo),
-          r.power_2_scales ? 1 : 0,
-          r.activation_block_rows,
-          r.weight_block_rows,
-          r.block_cols,
-          fp8::split_accumulator_bits(r)};
+  std::vector<int64_t> v = recipe_ints(r);
+  v.insert(v.end(), {r.activation_block_rows, r.weight_block_rows, r.block_cols});
+  return v;
 }
 
 fp8::Recipe decode(const std::vector<int64_t>& v) {
-  fp8::Recipe r;
-  r.kind = static_cast<fp8::RecipeKind>(v[0]);
-  r.format = static_cast<fp8::FormatChoice>(v[1]);
-  r.margin = static_cast<int>(v[2]);
-  r.amax_history_len = static_cast<int>(v[3]);
-  r.amax_compute_algo = static_cast<fp8::AmaxAlgo>(v[4]);
-  r.power_2_scales = v[5] != 0;
-  r.activation_block_rows = static_cast<int>(v[6]);
-  r.weight_block_rows = static_cast<int>(v[7]);
-  r.block_cols = static_cast<int>(v[8]);
-  fp8::set_split_accumulator_bits(r, v[9]);
+  fp8::Recipe r = recipe_from_ints(at::IntArrayRef(v).slice(0, kRecipeInts));
+  r.activation_block_rows = static_cast<int>(v[kRecipeInts]);
+  r.weight_block_rows = static_cast<int>(v[kRecipeInts + 1]);
+  r.block_cols = static_cast<int>(v[kRecipeInts + 2]);
   return r;
 }
 

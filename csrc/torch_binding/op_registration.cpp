@@ -19,7 +19,7 @@
 // every row). weight: [G, N, K], or [N, K] for Linear. Outputs a call does not
 // need (output_mask false, no column-wise copy) are empty tensors of shape [0].
 //
-// FP8: the recipe travels as int[] (encode_recipe), read from the autocast
+// FP8: the recipe travels as int[] (recipe_ints.h), read from the autocast
 // state when dynamo traces. Delayed scaling's tensors are arguments: the
 // forward reads `scale` ([1 + G]: input, then one per weight) and
 // max-accumulates into row 0 of `amax_history` ([H, 1 + G]); the backward
@@ -50,6 +50,7 @@
 #include "torch_binding/group_splits.h"
 #include "torch_binding/grouped_ops.h"
 #include "torch_binding/python_errors.h"
+#include "torch_binding/recipe_ints.h"
 #include "torch_binding/tensor_views.h"
 
 namespace grouped_linear::torch_binding {
@@ -101,41 +102,6 @@ c10::SymInt sym_rows(const at::Tensor& inp) {
 }
 
 at::Tensor empty_placeholder(const at::TensorOptions& options) { return at::empty({0}, options); }
-
-// ---- recipe as int[] ------------------------------------------------------------------
-
-// The schema's `int[] recipe`: kind, format, margin, history length, amax
-// algorithm, power-of-2 scales, split-accumulator bits (decode_recipe below).
-std::vector<int64_t> encode_recipe(const fp8::Recipe& r) {
-  return {static_cast<int64_t>(r.kind),
-          static_cast<int64_t>(r.format),
-          r.margin,
-          r.amax_history_len,
-          static_cast<int64_t>(r.amax_compute_algo),
-          r.power_2_scales ? 1 : 0,
-          fp8::split_accumulator_bits(r)};
-}
-
-fp8::Recipe decode_recipe(at::IntArrayRef v) {
-  GL_CHECK_VALUE(v.size() == 7,
-                 "recipe: expected 7 ints (kind, format, margin, history length, "
-                 "amax algorithm, power-of-2 scales, split-accumulator bits), got ",
-                 v.size());
-  GL_CHECK_VALUE(v[0] >= 0 && v[0] <= 2, "recipe: kind code ", v[0], "; expected 0, 1 or 2");
-  GL_CHECK_VALUE(v[1] >= 0 && v[1] <= 2, "recipe: format code ", v[1], "; expected 0, 1 or 2");
-  GL_CHECK_VALUE(v[4] == 0 || v[4] == 1, "recipe: amax algorithm code ", v[4], "; expected 0 or 1");
-  GL_CHECK_VALUE(v[6] >= 0 && v[6] <= 7, "recipe: split-accumulator bits ", v[6],
-                 "; expected 0 to 7 (fprop 1, dgrad 2, wgrad 4)");
-  fp8::Recipe r;
-  r.kind = static_cast<fp8::RecipeKind>(v[0]);
-  r.format = static_cast<fp8::FormatChoice>(v[1]);
-  r.margin = static_cast<int>(v[2]);
-  r.amax_history_len = static_cast<int>(v[3]);
-  r.amax_compute_algo = static_cast<fp8::AmaxAlgo>(v[4]);
-  r.power_2_scales = v[5] != 0;
-  fp8::set_split_accumulator_bits(r, v[6]);
-  return r;
-}
 
 // ---- state handles ------------------------------------------------------------------
 
@@ -247,7 +213,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fp8_forwa
     const std::optional<at::Tensor>& amax_history, const std::optional<at::Tensor>& scale,
     int64_t state_handle, bool input_grad, bool weight_grad, bool save_original_input) {
   check_weight(weight, m_splits.has_value());
-  const fp8::Recipe recipe = decode_recipe(recipe_codes);
+  const fp8::Recipe recipe = recipe_from_ints(recipe_codes);
   const at::Tensor w = as_grouped_weight(weight);
   const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
   const GroupSplits splits = kernel_splits(m_splits, inp, w);
@@ -295,7 +261,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fp8_forwa
     const std::optional<at::Tensor>& amax_history, const std::optional<at::Tensor>& scale,
     int64_t state_handle, bool input_grad, bool weight_grad, bool save_original_input) {
   check_weight(weight, m_splits.has_value());
-  const fp8::Recipe recipe = decode_recipe(recipe_codes);
+  const fp8::Recipe recipe = recipe_from_ints(recipe_codes);
   const QuantizeSpec spec = forward_spec(recipe);
   const bool grouped = weight.dim() == 3;
   const c10::SymInt groups = grouped ? weight.sym_size(0) : c10::SymInt(1);
@@ -332,7 +298,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fp8_backward_kernel(
     const std::optional<at::Tensor>& amax_history, const std::optional<at::Tensor>& scale,
     const std::optional<at::Tensor>& fwd_scale, at::IntArrayRef weight_shape,
     at::ScalarType weight_dtype, std::array<bool, 3> mask, bool keep_input) {
-  const fp8::Recipe recipe = decode_recipe(recipe_codes);
+  const fp8::Recipe recipe = recipe_from_ints(recipe_codes);
   GL_CHECK_VALUE(weight_shape.size() == 3 || (weight_shape.size() == 2 && !m_splits.has_value()),
                  "weight_shape: expected [G, N, K] (or [N, K] with m_splits None), got ",
                  weight_shape);
@@ -390,7 +356,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fp8_backward_meta(
     const std::optional<at::Tensor>& amax_history, const std::optional<at::Tensor>& scale,
     const std::optional<at::Tensor>& fwd_scale, c10::SymIntArrayRef weight_shape,
     at::ScalarType weight_dtype, std::array<bool, 3> mask, bool keep_input) {
-  decode_recipe(recipe_codes);
+  recipe_from_ints(recipe_codes);
   GL_CHECK_VALUE(weight_shape.size() == 3 || (weight_shape.size() == 2 && !m_splits.has_value()),
                  "weight_shape: expected [G, N, K] (or [N, K] with m_splits None)");
   at::Tensor dx = empty_placeholder(grad_output.options());
@@ -553,7 +519,7 @@ namespace {
 int64_t prepare_compile(const std::shared_ptr<Fp8ModuleState>& state,
                         const std::vector<int64_t>& recipe, const std::string& device) {
   GL_CHECK_VALUE(state != nullptr, "fp8_state: expected a grouped_linear._C.fp8.ModuleState");
-  state->begin_forward(decode_recipe(recipe), at::Device(device));
+  state->begin_forward(recipe_from_ints(recipe), at::Device(device));
   return fp8_state_handle(state);
 }
 
@@ -564,7 +530,7 @@ void register_compile_support(pybind11::module_& m) {
         pybind11::arg("recipe"), pybind11::arg("device"),
         "torch.compile support: readies a module's FP8 state for a traced forward; returns the "
         "state's handle for grouped_linear::fp8_forward.");
-  m.def("_compile_recipe_codes", guarded(&encode_recipe), pybind11::arg("recipe"),
+  m.def("_compile_recipe_codes", guarded(&recipe_ints), pybind11::arg("recipe"),
         "torch.compile support: the recipe as the int[] the FP8 ops take.");
 }
 
