@@ -94,6 +94,15 @@ def measure_bf16_case(case, roles, kernels, device, timer, args) -> List[Dict]:
     return rows
 
 
+def increment_of(fn, buffer):
+    """What fn adds into buffer, from zero: the value compared when fn accumulates."""
+    def result():
+        buffer.zero_()
+        fn()
+        return buffer.clone()
+    return result
+
+
 def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
     gen = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(case.T, case.K, device=device, generator=gen)
@@ -129,9 +138,7 @@ def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
                 fn = lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, case.T,  # noqa: E731
                                            out=main_grad, accumulate=True,
                                            out_dtype=torch.float32)
-            # With main_grad the compared value is one increment from zero.
-            result = None if role != "wgrad_main_grad" else (
-                lambda: (main_grad.zero_(), fn(), main_grad.clone())[-1])
+            result = None if role != "wgrad_main_grad" else increment_of(fn, main_grad)
             row = new_row(case, routing, role, dense_ms)
             time_kernels(fn, FP8_ROLE_PREFIX[role], kernels, row, dense_ms, timer, args,
                          result)

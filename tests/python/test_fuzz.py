@@ -174,10 +174,9 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 def _recipe(case):
     fmt = fp8.Format[case["fp8_format"]]
-    accumulation = case.get("accumulation", "default")
     gemms = {}
-    if accumulation != "default":
-        params = fp8.MMParams(use_split_accumulator=accumulation == "split")
+    if case["accumulation"] != "default":
+        params = fp8.MMParams(use_split_accumulator=case["accumulation"] == "split")
         gemms = dict(fp8_gemm_fprop=params, fp8_gemm_dgrad=params, fp8_gemm_wgrad=params)
     if case["recipe"] == "delayed":
         return fp8.DelayedScaling(fp8_format=fmt, amax_history_len=4, **gemms)
