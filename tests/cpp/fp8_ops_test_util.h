@@ -294,7 +294,8 @@ inline std::vector<WeightSpec> weight_specs() {
       {"K200", 3, 130, 200, 0},  // partial 128 blocks both ways
       {"N1", 2, 1, 37, 1},       // one row
       {"G1Aligned", 1, 256, 128, 0},
-      {"FullTiles", 3, 256, 384, 0},  // 128 x 128 tiles with aligned strides: CUDA's wide path
+      {"FullTiles", 3, 256, 384, 0},   // 128 x 128 tiles with aligned strides: CUDA's wide path
+      {"MixedTiles", 2, 256, 200, 0},  // full tiles beside partial ones, aligned strides
       {"Strided", 4, 33, 20, 7},
       {"Empty", 2, 0, 16, 0},  // no rows: only the scales are written
       {"G0", 0, 8, 8, 0},

@@ -385,17 +385,21 @@ TEST_F(Fp8OpsCuda, WeightMatchesCpu) {
           run_weight(w);
           if (HasFatalFailure()) return;
         }
-  for (bool rowwise : {false, true})
-    for (const KindVariant& v : kind_variants()) {
-      WeightCase w;
-      w.spec = {"Big", 5, 300, 260, 0};
-      w.kind = v.kind;
-      w.format = v.format;
-      w.rowwise = rowwise;
-      w.columnwise = !rowwise;
-      w.make(rng_, false);
-      run_weight(w);
-    }
+  // One copy only: partial tiles, and full tiles (the wide path, which
+  // stages the codes for the column-wise copy).
+  for (const WeightSpec& spec :
+       {WeightSpec{"Big", 5, 300, 260, 0}, WeightSpec{"BigFullTiles", 2, 384, 256, 0}})
+    for (bool rowwise : {false, true})
+      for (const KindVariant& v : kind_variants()) {
+        WeightCase w;
+        w.spec = spec;
+        w.kind = v.kind;
+        w.format = v.format;
+        w.rowwise = rowwise;
+        w.columnwise = !rowwise;
+        w.make(rng_, false);
+        run_weight(w);
+      }
   // More tiles than the grid has CTAs (4 per group here, 600 tiles against at
   // most a few per SM resident): each CTA walks several groups, and the
   // per-tensor amax of a group is merged when a CTA leaves it. Specials put a

@@ -101,7 +101,7 @@ TEST(Sm90KernelSelection, Fp8KernelsMatchBothOperandFormats) {
   // HYBRID: E5M2 gradients times E4M3 weights / activations.
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, uniform), "dgrad_e5m2_bf16_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat32, uniform),
-            "wgrad_e5m2_to_fp32_coop128x128");
+            "wgrad_e5m2_to_fp32_coop128x192");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, std::vector<int64_t>(128, 256)),
             "wgrad_e4m3_bf16_coop128x128");
   // No E5M2 weights, no E5M2 forward, no mixed 16-bit / FP8 operands.
@@ -209,7 +209,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, uniform, false, true),
             "dgrad_e4m3_bf16_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF32, uniform, false, true),
-            "wgrad_e5m2_to_fp32_coop128x128");
+            "wgrad_e5m2_to_fp32_coop128x192");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true, true),
             "forward_e4m3_bf16_block_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, DType::kFloat16, uniform, false, true), "none");
@@ -219,8 +219,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256",
-                                               "wgrad_e5m2_to_fp32_coop128x192"};
+  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -242,7 +241,7 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   for (const auto& sizes : {std::vector<int64_t>(128, 256), std::vector<int64_t>(8, 2048)}) {
     EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes), "dgrad_e5m2_bf16_coop128x128");
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat32, sizes),
-              "wgrad_e5m2_to_fp32_coop128x128");
+              "wgrad_e5m2_to_fp32_coop128x192");
   }
   set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),

@@ -33,7 +33,7 @@
   X(wgrad_e4m3_bf16_coop128x128)               \
   X(wgrad_e5m2_bf16_coop128x192)               \
   X(wgrad_e4m3_to_fp32_coop128x128)            \
-  X(wgrad_e5m2_to_fp32_coop128x128)            \
+  X(wgrad_e5m2_to_fp32_coop128x192)            \
   X(forward_e4m3_bf16_block_coop128x128)       \
   X(dgrad_e4m3_bf16_block_coop128x128)         \
   X(dgrad_e5m2_bf16_block_coop128x128)         \
@@ -51,8 +51,7 @@
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
-// 2026-12-03 runs), and the promoting 128x192 tile of the bf16-output wgrad
-// for main_grad accumulation in float32 (--roles wgrad_main_grad).
+// 2026-12-03 runs).
 // Candidates that lost were removed: the bf16 ones of 2026-12-02
 // (benchmarks/h200-2026-12-02-tune-sm90.json, sources in commit ca6849d),
 // the FP8 64x128 pingpong wgrad (benchmarks/h200-2026-12-03-tune-sm90-fp8.json),
@@ -62,10 +61,12 @@
 // production promoting kernel everywhere; sources in commit d9da9a1,
 // benchmarks/h200-2026-12-03-238dd36-tune-wgrad-fp8.json) and the promoting
 // FP8 128x192 dgrad (-0.06 to +0.09 against 128x128, mixed; commit eca406d,
-// benchmarks/h200-2026-12-03-eca406d-tune-fp8.txt).
-#define GL_SM90_TUNING_KERNELS(X)    \
-  X(wgrad_e5m2_bf16_fastcoop128x256) \
-  X(wgrad_e5m2_to_fp32_coop128x192)
+// benchmarks/h200-2026-12-03-eca406d-tune-fp8.txt). Winners moved to
+// kernels/: the promoting E5M2 wgrad's 128x192 tile, to bf16 (c6ed14f) and
+// into a float32 main_grad (equal or better than 128x128 in every case,
+// +0.02 to +0.05 of dense at 8 experts;
+// benchmarks/h200-2026-12-03-fb76b91-tune-wgrad-main-grad.json).
+#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {
 

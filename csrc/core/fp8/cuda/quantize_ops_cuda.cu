@@ -574,10 +574,14 @@ void quantize_weight_cuda(const WeightQuantize& r, const ExecContext& ctx) {
     p.amax_partial = launch_amax(in.dtype, in.data, in.row_stride, in.group_stride, in.groups,
                                  in.rows, in.cols, sm_ctas, &p.amax_chunks, ws, stream);
   // The tile is staged for the column-wise copy, and for a 128 x 128 block's
-  // scale (known only once every row is read).
-  const size_t smem = columnwise || block ? (in.dtype == DType::kFloat32 ? tile_bytes<kInF32>()
-                                                                         : tile_bytes<kInBF16>())
-                                          : 0;
+  // scale (known only once every row is read). When every tile takes
+  // quantize_full_tile, the per-tensor scaling stages only the codes: a
+  // smaller buffer, more CTAs an SM.
+  const bool all_full = p.full_tiles && in.rows % kTile == 0 && in.cols % kTile == 0;
+  const size_t smem = !columnwise && !block         ? 0
+                      : all_full && !block          ? kCodeTileBytes
+                      : in.dtype == DType::kFloat32 ? tile_bytes<kInF32>()
+                                                    : tile_bytes<kInBF16>();
   const int64_t units = in.groups * p.row_tiles * p.col_tiles;
   const int64_t bookkeeping = (in.groups + kThreads - 1) / kThreads;
   const int64_t wanted = units > bookkeeping ? units : bookkeeping;

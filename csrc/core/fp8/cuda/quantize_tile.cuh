@@ -277,13 +277,37 @@ __device__ __forceinline__ bool full_tile(const TileIO& io, bool aligned) {
   return aligned && io.nr == kTile && io.nc == kTile && io.nr_pad == kTile;
 }
 
+// The FP8 codes of a full tile, staged for the column-wise copy: 128 rows of
+// 128 bytes, 33 words a row so that both the row-wise writes and the
+// transposing reads below hit 32 different banks.
+constexpr int kCodePitchWords = kTile / 4 + 1;
+constexpr size_t kCodeTileBytes = static_cast<size_t>(kTile) * kCodePitchWords * 4;
+static_assert(kCodeTileBytes <= tile_bytes<kInBF16>(), "the code tile aliases the value tile");
+
+// Rows r .. r + 3 of 4 columns (word q = row r + q, byte e = column e) as
+// columns: word e of the result holds column e's 4 rows, byte q = row r + q.
+__device__ __forceinline__ void transpose_4x4_bytes(const uint32_t (&rows)[4],
+                                                    uint32_t (&cols)[4]) {
+  const uint32_t lo01 = __byte_perm(rows[0], rows[1], 0x5140);  // r0c0 r1c0 r0c1 r1c1
+  const uint32_t hi01 = __byte_perm(rows[0], rows[1], 0x7362);  // r0c2 r1c2 r0c3 r1c3
+  const uint32_t lo23 = __byte_perm(rows[2], rows[3], 0x5140);
+  const uint32_t hi23 = __byte_perm(rows[2], rows[3], 0x7362);
+  cols[0] = __byte_perm(lo01, lo23, 0x5410);
+  cols[1] = __byte_perm(lo01, lo23, 0x7632);
+  cols[2] = __byte_perm(hi01, hi23, 0x5410);
+  cols[3] = __byte_perm(hi01, hi23, 0x7632);
+}
+
 // quantize_tile for a full tile of 16-bit weights (kUniform or kPerTile), with
 // wider memory operations: 16-byte loads (8 elements a lane, a half-warp per
-// row, 4 rows a lane in flight), 8-byte row-wise stores, and column-wise
-// codes stored 4 rows a lane (one 4-byte store, 128 contiguous bytes a warp)
-// after a shuffle, where quantize_tile stores one byte a lane. The same
-// codes, scales and amax bits as quantize_tile: the conversions are the same
-// and the maxima are order-free.
+// row, 4 rows a lane in flight) and 8-byte row-wise stores. Both weight
+// scalings give the two copies one scale, so the column-wise codes are the
+// row-wise codes transposed: they are converted once, staged as bytes
+// (aliasing `tile`, whose values kPerTile reads into registers first) and
+// transposed 4 x 4 bytes at a time, where quantize_tile converts every
+// element twice and stores one byte a lane. The same codes, scales and amax
+// bits as quantize_tile: the conversions are the same and the maxima are
+// order-free.
 template <int K, int kScaling>
 __device__ void quantize_full_tile(const TileIO& io, float scale, Format format, bool power_2,
                                    uint16_t* tile, float* scratch, bool track,
@@ -291,11 +315,14 @@ __device__ void quantize_full_tile(const TileIO& io, float scale, Format format,
   static_assert(K == kInBF16 || K == kInF16, "16-bit inputs only");
   static_assert(kScaling == kUniform || kScaling == kPerTile, "weight scalings only");
   constexpr int kPitch = tile_pitch<K>();
+  constexpr int kRows = kTile / (2 * kWarps);  // 8 rows a thread
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int half = lane >> 4, c = (lane & 15) * 8;
   const float fp8_max = format_info(format).max;
-  const bool stage = io.col_out != nullptr || kScaling == kPerTile;
+  const bool codes_staged = io.col_out != nullptr;
   const uint16_t* in = static_cast<const uint16_t*>(io.in);
+  uint32_t* code_tile = reinterpret_cast<uint32_t*>(tile);
+  auto row_of = [&](int i) { return 2 * warp + half + 16 * i; };
 
   auto widen8 = [](const uint32_t (&w)[4], float (&v)[8]) {
 #pragma unroll
@@ -304,24 +331,28 @@ __device__ void quantize_full_tile(const TileIO& io, float scale, Format format,
       v[2 * e + 1] = widen<K>(static_cast<uint16_t>(w[e] >> 16));
     }
   };
-  auto store_row = [&](int r, const float (&v)[8], float s) {
+  // Row r's 8 codes from this thread's columns: to the row-wise copy and,
+  // for the column-wise one, to the code tile.
+  auto emit_row = [&](int r, const float (&v)[8], float s) {
     const float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
-    *reinterpret_cast<uint2*>(io.row_out + r * io.row_stride + c) =
-        make_uint2(fp8x4(lo, s, format), fp8x4(hi, s, format));
+    const uint2 q = make_uint2(fp8x4(lo, s, format), fp8x4(hi, s, format));
+    if (io.row_out != nullptr) *reinterpret_cast<uint2*>(io.row_out + r * io.row_stride + c) = q;
+    if (codes_staged) {
+      code_tile[r * kCodePitchWords + c / 4] = q.x;
+      code_tile[r * kCodePitchWords + c / 4 + 1] = q.y;
+    }
   };
 
   // Thread (warp, half) takes rows 2 * warp + half + 16 * i, i = 0 .. 7.
   float folded = 0.f;  // kPerTile: this thread's rows' segment amaxes, folded
-  for (int i0 = 0; i0 < 8; i0 += 4) {
+  for (int i0 = 0; i0 < kRows; i0 += 4) {
     uint4 raw[4];
 #pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      const int r = 2 * warp + half + 16 * (i0 + b);
-      raw[b] = __ldg(reinterpret_cast<const uint4*>(in + r * io.in_stride + c));
-    }
+    for (int b = 0; b < 4; ++b)
+      raw[b] = __ldg(reinterpret_cast<const uint4*>(in + row_of(i0 + b) * io.in_stride + c));
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
-      const int r = 2 * warp + half + 16 * (i0 + b);
+      const int r = row_of(i0 + b);
       const uint32_t w[4] = {raw[b].x, raw[b].y, raw[b].z, raw[b].w};
       float v[8];
       widen8(w, v);
@@ -329,62 +360,66 @@ __device__ void quantize_full_tile(const TileIO& io, float scale, Format format,
 #pragma unroll
       for (int e = 0; e < 8; ++e) m = max(m, abs_bits(v[e]));
       if (track) amax_bits = max(amax_bits, m);
-      if (stage) {
+      if constexpr (kScaling == kPerTile) {
+        // The block's scale needs every row first: stage the values.
         uint32_t* dst = reinterpret_cast<uint32_t*>(tile + r * kPitch + c);
 #pragma unroll
         for (int e = 0; e < 4; ++e) dst[e] = w[e];
-      }
-      if constexpr (kScaling == kPerTile) {
         // The row's segment amax over its half-warp, as warp_segment_amax.
 #pragma unroll
         for (int offset = 8; offset > 0; offset /= 2)
           m = max(m, __shfl_xor_sync(0xffffffffu, m, offset));
         folded = fold_block_amax(folded, amax_from_abs_bits(m));
-      } else if (io.row_out != nullptr) {
-        store_row(r, v, scale);
+      } else {
+        emit_row(r, v, scale);
       }
     }
   }
 
-  float tile_scale = scale;
   if constexpr (kScaling == kPerTile) {
     // Folded amaxes are never NaN (a NaN segment drops out), so the two
     // halves and the warps combine in any order.
     folded = fold_block_amax(folded, __shfl_xor_sync(0xffffffffu, folded, 16));
-    tile_scale = tile_block_scale(folded, scratch, fp8_max, power_2, io);
-    if (io.row_out != nullptr)
-      for (int i = 0; i < 8; ++i) {
-        const int r = 2 * warp + half + 16 * i;
-        const uint32_t* src = reinterpret_cast<const uint32_t*>(tile + r * kPitch + c);
-        const uint32_t w[4] = {src[0], src[1], src[2], src[3]};
+    const float tile_scale = tile_block_scale(folded, scratch, fp8_max, power_2, io);
+    if (io.row_out != nullptr || codes_staged) {
+      uint32_t staged[kRows][4];
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
+        const uint32_t* src = reinterpret_cast<const uint32_t*>(tile + row_of(i) * kPitch + c);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) staged[i][e] = src[e];
+      }
+      if (codes_staged) __syncthreads();  // the code tile overwrites the values
+#pragma unroll
+      for (int i = 0; i < kRows; ++i) {
         float v[8];
-        widen8(w, v);
-        store_row(r, v, tile_scale);
+        widen8(staged[i], v);
+        emit_row(row_of(i), v, tile_scale);
       }
-  }
-
-  if (io.col_out != nullptr) {
-    __syncthreads();
-    // Warp w takes columns w, w + 8, ...; lane l reads rows l, l + 32, l + 64,
-    // l + 96 (one shared-memory bank each) and converts them; then lane j
-    // collects rows 4j .. 4j + 3, which are byte j / 8 of lanes 4j .. 4j + 3
-    // (mod 32), and stores them as one word.
-    for (int k = 0; k < kTile / kWarps; ++k) {
-      const int cc = warp + kWarps * k;
-      float x[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) x[q] = widen<K>(tile[(lane + 32 * q) * kPitch + cc]);
-      const uint32_t mine = fp8x4(x, tile_scale, format);
-      uint32_t out = 0;
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const uint32_t from = __shfl_sync(0xffffffffu, mine, (4 * lane + t) & 31);
-        out |= ((from >> (8 * (lane >> 3))) & 0xFFu) << (8 * t);
-      }
-      reinterpret_cast<uint32_t*>(io.col_out + cc * io.col_stride)[lane] = out;
     }
   }
-  if (stage) __syncthreads();
+
+  if (codes_staged) {
+    __syncthreads();
+    // Lane 8a + b reads rows 32s + 4b .. 32s + 4b + 3 of code word 4wg + a
+    // (columns 16wg + 4a .. + 3) and stores each column's 4 bytes: 8 lanes
+    // write 32 consecutive bytes of one column-wise row, 4 such sectors a
+    // store. Units (wg, s): 8 x 4, 4 a warp.
+    const int a = lane >> 3, b = lane & 7;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int unit = warp + kWarps * k;
+      const int word = 4 * (unit & 7) + a, r = 32 * (unit >> 3) + 4 * b;
+      uint32_t rows[4], cols[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) rows[q] = code_tile[(r + q) * kCodePitchWords + word];
+      transpose_4x4_bytes(rows, cols);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        *reinterpret_cast<uint32_t*>(io.col_out + (4 * word + e) * io.col_stride + r) = cols[e];
+    }
+  }
+  if (codes_staged || kScaling == kPerTile) __syncthreads();
 }
 
 }  // namespace grouped_linear::fp8::cuda_impl
