@@ -54,8 +54,8 @@ class MMParams:
     allows fast accumulation in the tensor core's narrower accumulator
     (faster, less precise over long reductions: Hopper keeps about 14 bits
     of the running sum, as the DeepSeek-V3 report measured). The CPU
-    emulation sums in float32 either
-    way; Float8BlockScaling's kernels always promote per block."""
+    emulation sums in float32 either way; Float8BlockScaling's kernels
+    always promote per block."""
     use_split_accumulator: bool = True
 
     def __post_init__(self):
