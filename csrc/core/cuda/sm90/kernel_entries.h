@@ -53,7 +53,10 @@
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
 // 2026-12-03 runs), and two promoting E5M2 wgrads (the recipes' default,
 // 0.23-0.31 of dense at 32-128 experts) that try to overlap the output
-// store with the MMAs: 64x192 pingpong and the 128x192 wide store.
+// store with the MMAs: 64x192 pingpong and the 128x192 wide store. And
+// three production wgrads in clusters of two CTAs that multicast their
+// shared B tile ("_c2"): short reductions read every input element from L2
+// once per output tile, as much traffic as the output store.
 // Candidates that lost were removed: the bf16 ones of 2026-12-02
 // (benchmarks/h200-2026-12-02-tune-sm90.json, sources in commit ca6849d),
 // the FP8 64x128 pingpong wgrad (benchmarks/h200-2026-12-03-tune-sm90-fp8.json),
@@ -68,10 +71,13 @@
 // into a float32 main_grad (equal or better than 128x128 in every case,
 // +0.02 to +0.05 of dense at 8 experts;
 // benchmarks/h200-2026-12-03-fb76b91-tune-wgrad-main-grad.json).
-#define GL_SM90_TUNING_KERNELS(X)    \
-  X(wgrad_e5m2_bf16_fastcoop128x256) \
-  X(wgrad_e5m2_bf16_ping64x192)      \
-  X(wgrad_e5m2_bf16_coop128x192_widestore)
+#define GL_SM90_TUNING_KERNELS(X)                 \
+  X(wgrad_e5m2_bf16_fastcoop128x256)              \
+  X(wgrad_e5m2_bf16_ping64x192)                   \
+  X(wgrad_e5m2_bf16_coop128x192_widestore)        \
+  X(wgrad_e5m2_bf16_coop128x192_c2)               \
+  X(wgrad_e5m2_bf16_fastcoop256x128_widestore_c2) \
+  X(wgrad_bf16_coop256x128_c2)
 
 namespace grouped_linear::cuda::sm90 {
 
