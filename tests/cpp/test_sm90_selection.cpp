@@ -224,7 +224,10 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
                                                "wgrad_e5m2_bf16_coop128x192_widestore",
                                                "wgrad_e5m2_bf16_coop128x192_c2",
                                                "wgrad_e5m2_bf16_fastcoop256x128_widestore_c2",
-                                               "wgrad_bf16_coop256x128_c2"};
+                                               "wgrad_bf16_coop256x128_c2",
+                                               "wgrad_e5m2_bf16_halfcoop128x256",
+                                               "dgrad_e5m2_bf16_halfcoop128x256",
+                                               "wgrad_e5m2_to_fp32_halfcoop128x256"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;

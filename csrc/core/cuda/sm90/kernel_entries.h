@@ -56,7 +56,9 @@
 // store with the MMAs: 64x192 pingpong and the 128x192 wide store. And
 // three production wgrads in clusters of two CTAs that multicast their
 // shared B tile ("_c2"): short reductions read every input element from L2
-// once per output tile, as much traffic as the output store.
+// once per output tile, as much traffic as the output store. And the
+// promoting E5M2 dgrad and wgrads on bf16's 128x256 tile with a half-width
+// promotion accumulator ("_halfcoop", half_promotion_mainloop.cuh).
 // Candidates that lost were removed: the bf16 ones of 2026-12-02
 // (benchmarks/h200-2026-12-02-tune-sm90.json, sources in commit ca6849d),
 // the FP8 64x128 pingpong wgrad (benchmarks/h200-2026-12-03-tune-sm90-fp8.json),
@@ -77,7 +79,10 @@
   X(wgrad_e5m2_bf16_coop128x192_widestore)        \
   X(wgrad_e5m2_bf16_coop128x192_c2)               \
   X(wgrad_e5m2_bf16_fastcoop256x128_widestore_c2) \
-  X(wgrad_bf16_coop256x128_c2)
+  X(wgrad_bf16_coop256x128_c2)                    \
+  X(wgrad_e5m2_bf16_halfcoop128x256)              \
+  X(dgrad_e5m2_bf16_halfcoop128x256)              \
+  X(wgrad_e5m2_to_fp32_halfcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {
 
