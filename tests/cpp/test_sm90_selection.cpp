@@ -96,8 +96,11 @@ std::string pick_fp8(Role role, DType a, DType b, DType out, const std::vector<i
 TEST(Sm90KernelSelection, Fp8KernelsMatchBothOperandFormats) {
   constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2;
   const std::vector<int64_t> uniform(8, 2048);
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x128");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, skewed(128)), "forward_e4m3_bf16_ping64x128");
+  // The promoting E4M3 forward has one tile too (above 64x128 everywhere).
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform),
+            "forward_e4m3_bf16_halfcoop128x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, skewed(128)),
+            "forward_e4m3_bf16_halfcoop128x256");
   // HYBRID: E5M2 gradients times E4M3 weights / activations. The promoting
   // E5M2 dgrad has one tile (128x256 beat 64x128 in every tuning case).
   for (const auto& sizes : {uniform, skewed(128)})
@@ -133,7 +136,8 @@ TEST(Sm90KernelSelection, BlockScaledKernelsOnlyForBlockScales) {
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF32, uniform, true),
             "wgrad_e5m2_to_fp32_block_coop128x128");
   // Per-tensor problems never get a block-scaled kernel, nor the reverse.
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform),
+            "forward_e4m3_bf16_halfcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kF32, uniform), "wgrad_e4m3_to_fp32_coop128x128");
   // No E5M2 forward, no E5M2 weights, no fp16 output, no 16-bit operands.
   EXPECT_EQ(pick_fp8(Role::kForward, kE5, kE4, kBf16, uniform, true), "none");
@@ -148,9 +152,10 @@ TEST(Sm90KernelSelection, OverrideKeepsPerTensorAndBlockScalingApart) {
   set_kernel_override("forward_e4m3_bf16_block_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true),
             "forward_e4m3_bf16_block_coop128x128");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x128");
-  set_kernel_override("forward_e4m3_bf16_ping64x128");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_ping64x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform),
+            "forward_e4m3_bf16_halfcoop128x256");
+  set_kernel_override("forward_e4m3_bf16_fastping64x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_fastping64x256");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true),
             "forward_e4m3_bf16_block_coop128x128");
   set_kernel_override("");
@@ -221,8 +226,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256",
-                                               "forward_e4m3_bf16_halfcoop128x256"};
+  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -247,8 +251,6 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat32, sizes),
               "wgrad_e5m2_to_fp32_halfcoop128x256");
   }
-  for (const auto& sizes : {std::vector<int64_t>(8, 2048), long_groups})
-    EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes), "forward_e4m3_bf16_coop128x128");
   set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),
             "wgrad_e5m2_bf16_fastcoop128x256");

@@ -24,8 +24,7 @@
   X(wgrad_bf16_to_fp32_coop256x128)            \
   X(wgrad_fp16_to_fp32_coop128x256)            \
   X(wgrad_fp16_to_fp32_coop256x128)            \
-  X(forward_e4m3_bf16_coop128x128)             \
-  X(forward_e4m3_bf16_ping64x128)              \
+  X(forward_e4m3_bf16_halfcoop128x256)         \
   X(dgrad_e4m3_bf16_coop128x128)               \
   X(dgrad_e4m3_bf16_ping64x128)                \
   X(dgrad_e5m2_bf16_halfcoop128x256)           \
@@ -50,8 +49,7 @@
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
-// 2026-12-03 runs) and the promoting E4M3 forward with the half-width
-// promotion accumulator that won the promoting dgrad and wgrads.
+// 2026-12-03 runs).
 // Candidates that lost were removed, with the run that decided:
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
 //    sources in commit ca6849d);
@@ -73,10 +71,10 @@
 // (c6ed14f, fb76b91), since replaced, like the promoting E5M2 dgrad, by the
 // half-width promotion on 128x256 (12615d0: wgrad +0.04 to +0.09 of dense at
 // 32-128 experts, dgrad +0.03 to +0.11 over 128x128 and above 64x128
-// everywhere; into float32 main_grad equal or better).
-#define GL_SM90_TUNING_KERNELS(X)    \
-  X(wgrad_e5m2_bf16_fastcoop128x256) \
-  X(forward_e4m3_bf16_halfcoop128x256)
+// everywhere; into float32 main_grad equal or better), and then the
+// promoting E4M3 forward (b88b52e: +0.04 to +0.16 over 128x128, above
+// 64x128 everywhere; benchmarks/h200-2026-12-03-b88b52e-tune-fwd.txt).
+#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {
 
