@@ -96,12 +96,17 @@ std::string pick_fp8(Role role, DType a, DType b, DType out, const std::vector<i
 TEST(Sm90KernelSelection, Fp8KernelsMatchBothOperandFormats) {
   constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2;
   const std::vector<int64_t> uniform(8, 2048);
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x128");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, skewed(128)), "forward_e4m3_bf16_ping64x128");
-  // HYBRID: E5M2 gradients times E4M3 weights / activations.
-  EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, uniform), "dgrad_e5m2_bf16_coop128x128");
+  // The promoting E4M3 forward has one tile too (above 64x128 everywhere).
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform),
+            "forward_e4m3_bf16_halfcoop128x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, skewed(128)),
+            "forward_e4m3_bf16_halfcoop128x256");
+  // HYBRID: E5M2 gradients times E4M3 weights / activations. The promoting
+  // E5M2 dgrad has one tile (128x256 beat 64x128 in every tuning case).
+  for (const auto& sizes : {uniform, skewed(128)})
+    EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes), "dgrad_e5m2_bf16_halfcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat32, uniform),
-            "wgrad_e5m2_to_fp32_coop128x192");
+            "wgrad_e5m2_to_fp32_halfcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, std::vector<int64_t>(128, 256)),
             "wgrad_e4m3_bf16_coop128x128");
   // No E5M2 weights, no E5M2 forward, no mixed 16-bit / FP8 operands.
@@ -131,7 +136,8 @@ TEST(Sm90KernelSelection, BlockScaledKernelsOnlyForBlockScales) {
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF32, uniform, true),
             "wgrad_e5m2_to_fp32_block_coop128x128");
   // Per-tensor problems never get a block-scaled kernel, nor the reverse.
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform),
+            "forward_e4m3_bf16_halfcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kF32, uniform), "wgrad_e4m3_to_fp32_coop128x128");
   // No E5M2 forward, no E5M2 weights, no fp16 output, no 16-bit operands.
   EXPECT_EQ(pick_fp8(Role::kForward, kE5, kE4, kBf16, uniform, true), "none");
@@ -146,9 +152,10 @@ TEST(Sm90KernelSelection, OverrideKeepsPerTensorAndBlockScalingApart) {
   set_kernel_override("forward_e4m3_bf16_block_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true),
             "forward_e4m3_bf16_block_coop128x128");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_coop128x128");
-  set_kernel_override("forward_e4m3_bf16_ping64x128");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_ping64x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform),
+            "forward_e4m3_bf16_halfcoop128x256");
+  set_kernel_override("forward_e4m3_bf16_fastping64x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_fastping64x256");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true),
             "forward_e4m3_bf16_block_coop128x128");
   set_kernel_override("");
@@ -175,7 +182,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
   for (const auto& sizes : {uniform, short_groups, skewed(128)}) {
     EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes).find("fast"), std::string::npos);
     EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes).find("fast"), std::string::npos);
-    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes), "wgrad_e5m2_bf16_coop128x192");
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes), "wgrad_e5m2_bf16_halfcoop128x256");
   }
   // The same tile rule as bf16: 64-row pingpong tiles where 128 pad badly.
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, false, true),
@@ -204,12 +211,12 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
   }
   for (const auto& sizes : {uniform, short_groups, std::vector<int64_t>(32, 4096)})
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, false, true),
-              "wgrad_e5m2_bf16_coop128x192");
+              "wgrad_e5m2_bf16_halfcoop128x256");
   // No fast kernel built: the promoting one.
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, uniform, false, true),
             "dgrad_e4m3_bf16_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF32, uniform, false, true),
-            "wgrad_e5m2_to_fp32_coop128x192");
+            "wgrad_e5m2_to_fp32_halfcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true, true),
             "forward_e4m3_bf16_block_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, DType::kFloat16, uniform, false, true), "none");
@@ -230,18 +237,19 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   const std::vector<int64_t> long_groups(32, 4096);
   for (const bool fast : {false, true}) {
     for (const auto& sizes : {std::vector<int64_t>(128, 256), skewed(128)})
-      EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
-                fast ? "wgrad_e5m2_bf16_fastcoop256x128_widestore" : "wgrad_e5m2_bf16_coop128x192");
+      EXPECT_EQ(
+          pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
+          fast ? "wgrad_e5m2_bf16_fastcoop256x128_widestore" : "wgrad_e5m2_bf16_halfcoop128x256");
     for (const auto& sizes : {std::vector<int64_t>(8, 2048), long_groups})
       EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
-                fast ? "wgrad_e5m2_bf16_fastcoop256x128" : "wgrad_e5m2_bf16_coop128x192");
+                fast ? "wgrad_e5m2_bf16_fastcoop256x128" : "wgrad_e5m2_bf16_halfcoop128x256");
   }
   EXPECT_EQ(pick(Role::kWgrad, kBf16, kBf16, std::vector<int64_t>(128, 256)),
             "wgrad_bf16_coop256x128");
   for (const auto& sizes : {std::vector<int64_t>(128, 256), std::vector<int64_t>(8, 2048)}) {
-    EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes), "dgrad_e5m2_bf16_coop128x128");
+    EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes), "dgrad_e5m2_bf16_halfcoop128x256");
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat32, sizes),
-              "wgrad_e5m2_to_fp32_coop128x192");
+              "wgrad_e5m2_to_fp32_halfcoop128x256");
   }
   set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),
@@ -249,7 +257,8 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   // The override names E5M2 x E4M3 to bf16: other formats keep their kernel.
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, long_groups), "wgrad_e4m3_bf16_coop128x128");
   set_kernel_override("");
-  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups), "wgrad_e5m2_bf16_coop128x192");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),
+            "wgrad_e5m2_bf16_halfcoop128x256");
 }
 
 TEST(Sm90KernelSelection, NamesAreUniqueAndDescribeTheKernel) {

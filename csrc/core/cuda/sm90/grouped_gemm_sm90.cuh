@@ -139,6 +139,18 @@ struct MainloopFor<true, R, ElementA, LayoutA, AlignA, ElementB, LayoutB, AlignB
       typename Config::KernelSchedule>::CollectiveOp>;
 };
 
+// A configuration may replace the built mainloop by a class derived from it
+// (`template <class Built> using Mainloop = ...;`, e.g. a promotion scheme
+// of its own); otherwise the built one runs.
+template <class Config, class Built, class = void>
+struct ConfiguredMainloop {
+  using type = Built;
+};
+template <class Config, class Built>
+struct ConfiguredMainloop<Config, Built, std::void_t<typename Config::template Mainloop<Built>>> {
+  using type = typename Config::template Mainloop<Built>;
+};
+
 // Stand-in for the scale layouts of kernels without block scales.
 struct NoScaleLayout {};
 
@@ -237,10 +249,10 @@ struct GroupedGemm {
       LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut, typename Config::EpilogueSchedule,
       FusionOp>::CollectiveOp;
 
-  using Mainloop =
-      typename MainloopFor<kBlockScaled, R, ElementA, LayoutA, kAlignA, ElementB, LayoutB, kAlignB,
-                           Config,
-                           static_cast<int>(sizeof(typename Epilogue::SharedStorage))>::type;
+  using Mainloop = typename ConfiguredMainloop<
+      Config, typename MainloopFor<
+                  kBlockScaled, R, ElementA, LayoutA, kAlignA, ElementB, LayoutB, kAlignB, Config,
+                  static_cast<int>(sizeof(typename Epilogue::SharedStorage))>::type>::type;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
   using Params = typename Kernel::Params;

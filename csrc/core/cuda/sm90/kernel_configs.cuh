@@ -15,18 +15,12 @@ using Coop256x128 = TileConfig<256, 128, 64, 1, true>;
 using Ping128x128 = TileConfig<128, 128, 64, 1, false>;
 using Ping64x256 = TileConfig<64, 256, 64, 1, false>;
 // FP8: 128 one-byte elements of K per stage, one 128-byte swizzle row.
-// At most 128 columns of N: the FP8 mainloop (no fast accumulation) keeps a
-// second accumulator for its periodic promotion to fp32, and two 64x256
-// fp32 accumulators per warpgroup (256 registers a thread) spill. The first
-// version used 128x256 / 64x256 tiles and ran below bf16 speed.
+// At most 128 columns of N with the mainloop CUTLASS builds: without fast
+// accumulation it keeps a second accumulator for its periodic promotion to
+// fp32, and two 64x256 fp32 accumulators per warpgroup (256 registers a
+// thread) spill. Wider promoting tiles: half_promotion_mainloop.cuh.
 using Fp8Coop128x128 = TileConfig<128, 128, 128, 1, true>;
 using Fp8Ping64x128 = TileConfig<64, 128, 128, 1, false>;
-// The widest promoting tile that fits: 64x192 per warpgroup is 96
-// accumulator registers a thread, 192 with the promotion copy, under the 232
-// a cooperative consumer gets (ptxas: no spill). Promoting E5M2 wgrad:
-// -0.005 to +0.15 of dense against 128x128 in two H200 runs, the most at 8
-// experts (benchmarks/h200-2026-12-03-eca406d-tune-fp8.txt, -tune-wgrad-fp8.json).
-using Fp8Coop128x192 = TileConfig<128, 192, 128, 1, true>;
 // FP8 with blockwise scales: K = 128, one scale block per k-tile.
 using Fp8BlockCoop128x128 = BlockScaledTileConfig<128, 128>;
 

@@ -24,16 +24,14 @@
   X(wgrad_bf16_to_fp32_coop256x128)            \
   X(wgrad_fp16_to_fp32_coop128x256)            \
   X(wgrad_fp16_to_fp32_coop256x128)            \
-  X(forward_e4m3_bf16_coop128x128)             \
-  X(forward_e4m3_bf16_ping64x128)              \
+  X(forward_e4m3_bf16_halfcoop128x256)         \
   X(dgrad_e4m3_bf16_coop128x128)               \
   X(dgrad_e4m3_bf16_ping64x128)                \
-  X(dgrad_e5m2_bf16_coop128x128)               \
-  X(dgrad_e5m2_bf16_ping64x128)                \
+  X(dgrad_e5m2_bf16_halfcoop128x256)           \
   X(wgrad_e4m3_bf16_coop128x128)               \
-  X(wgrad_e5m2_bf16_coop128x192)               \
+  X(wgrad_e5m2_bf16_halfcoop128x256)           \
   X(wgrad_e4m3_to_fp32_coop128x128)            \
-  X(wgrad_e5m2_to_fp32_coop128x192)            \
+  X(wgrad_e5m2_to_fp32_halfcoop128x256)        \
   X(forward_e4m3_bf16_block_coop128x128)       \
   X(dgrad_e4m3_bf16_block_coop128x128)         \
   X(dgrad_e5m2_bf16_block_coop128x128)         \
@@ -52,20 +50,30 @@
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
 // 2026-12-03 runs).
-// Candidates that lost were removed: the bf16 ones of 2026-12-02
-// (benchmarks/h200-2026-12-02-tune-sm90.json, sources in commit ca6849d),
-// the FP8 64x128 pingpong wgrad (benchmarks/h200-2026-12-03-tune-sm90-fp8.json),
-// the bf16 wide-store wgrad (within +-0.04 of the chosen kernels at
-// 32-128 experts, worse at 8; benchmarks/h200-2026-12-03-0e7eb5b-tune-wgrad.json),
-// the promoting FP8 wide-store wgrad (coop128x128: within 0.01 of the
-// production promoting kernel everywhere; sources in commit d9da9a1,
-// benchmarks/h200-2026-12-03-238dd36-tune-wgrad-fp8.json) and the promoting
-// FP8 128x192 dgrad (-0.06 to +0.09 against 128x128, mixed; commit eca406d,
-// benchmarks/h200-2026-12-03-eca406d-tune-fp8.txt). Winners moved to
-// kernels/: the promoting E5M2 wgrad's 128x192 tile, to bf16 (c6ed14f) and
-// into a float32 main_grad (equal or better than 128x128 in every case,
-// +0.02 to +0.05 of dense at 8 experts;
-// benchmarks/h200-2026-12-03-fb76b91-tune-wgrad-main-grad.json).
+// Candidates that lost were removed, with the run that decided:
+//  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
+//    sources in commit ca6849d);
+//  - the FP8 64x128 pingpong wgrad
+//    (benchmarks/h200-2026-12-03-tune-sm90-fp8.json);
+//  - the bf16 wide-store wgrad (within +-0.04 of the chosen kernels at 32-128
+//    experts, worse at 8; benchmarks/h200-2026-12-03-0e7eb5b-tune-wgrad.json);
+//  - the promoting FP8 wide-store wgrads, 128x128 (within 0.01 of the
+//    regular store; d9da9a1) and 128x192 (0.26-0.33 of dense at 32-128
+//    experts against 0.30-0.39 for the half-width promotion; 12615d0);
+//  - the promoting FP8 64x192 pingpong wgrad: 0.04-0.20 below 128x192;
+//  - the 2-CTA cluster wgrads that multicast the shared B tile (promoting
+//    FP8 128x192, fast FP8 wide-store 256x128, bf16 256x128; 7f8981e): up
+//    to +0.14 of dense at mixtral fc2, within +-0.04 elsewhere, and the two
+//    FP8 ones each failed the float64 check on one case (G40 K80 N272, host
+//    splits: 10% error) in one of two runs: a race, not pursued.
+// (The last three: benchmarks/h200-2026-12-03-12615d0-tune.txt.)
+// Winners moved to kernels/: the promoting E5M2 wgrad's 128x192 tile
+// (c6ed14f, fb76b91), since replaced, like the promoting E5M2 dgrad, by the
+// half-width promotion on 128x256 (12615d0: wgrad +0.04 to +0.09 of dense at
+// 32-128 experts, dgrad +0.03 to +0.11 over 128x128 and above 64x128
+// everywhere; into float32 main_grad equal or better), and then the
+// promoting E4M3 forward (b88b52e: +0.04 to +0.16 over 128x128, above
+// 64x128 everywhere; benchmarks/h200-2026-12-03-b88b52e-tune-fwd.txt).
 #define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {

@@ -1,4 +1,0 @@
-#include "core/cuda/sm90/kernel_configs.cuh"
-
-GL_SM90_KERNEL_AB(forward_e4m3_bf16_ping64x128, kForward, cutlass::float_e4m3_t,
-                  cutlass::float_e4m3_t, cutlass::bfloat16_t, Fp8Ping64x128)
