@@ -64,6 +64,9 @@ int64_t padded_rows(const GroupShape& shape, int tile) {
 //    output is not accumulated into, which it cannot do. At 8 experts
 //    (2048 rows a group) it was within run-to-run noise of the regular
 //    store (-0.07 to +0.08 over four runs), which longer reductions keep.
+//  - The promoting FP8 forward and E5M2 dgrad have one tile, 128x256 (it
+//    beat 64x128 pingpong in every tuning case), which the search below
+//    falls back to where 64-row tiles are preferred.
 constexpr int64_t kShortReduction = 1024;  // average rows per group
 
 int64_t average_rows(const GroupShape& shape) {
