@@ -226,7 +226,9 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256"};
+  const std::vector<std::string> candidates = {
+      "wgrad_e5m2_bf16_fastcoop128x256", "wgrad_e5m2_bf16_pipecoop128x256",
+      "dgrad_e5m2_bf16_pipecoop128x256", "wgrad_e5m2_bf16_halfcoop128x256_widestore"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;

@@ -49,7 +49,9 @@
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
-// 2026-12-03 runs).
+// 2026-12-03 runs); the promoting E5M2 wgrad and dgrad with promotion adds
+// that overlap the next MMAs ("_pipecoop", pipelined_promotion_mainloop.cuh);
+// the production promoting wgrad with the wide-store epilogue.
 // Candidates that lost were removed, with the run that decided:
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
 //    sources in commit ca6849d);
@@ -74,7 +76,11 @@
 // everywhere; into float32 main_grad equal or better), and then the
 // promoting E4M3 forward (b88b52e: +0.04 to +0.16 over 128x128, above
 // 64x128 everywhere; benchmarks/h200-2026-12-03-b88b52e-tune-fwd.txt).
-#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
+#define GL_SM90_TUNING_KERNELS(X)    \
+  X(wgrad_e5m2_bf16_fastcoop128x256) \
+  X(wgrad_e5m2_bf16_pipecoop128x256) \
+  X(dgrad_e5m2_bf16_pipecoop128x256) \
+  X(wgrad_e5m2_bf16_halfcoop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 

@@ -1,0 +1,118 @@
+// A promoting FP8 mainloop whose promotion adds overlap its own MMAs.
+// HalfPromotionMainloop (half_promotion_mainloop.cuh) runs each k-block as
+// two half-width MMAs into one temporary and must wait for each before
+// adding it, so a warpgroup's tensor-core work stops while it adds. Here
+// the k-block runs as four quarter-width MMAs into two 64x64 temporaries
+// (the same 64 registers): while quarter q's sums are added into the fp32
+// accumulator, quarter q+1's MMAs run. The same promotion per k-block (the
+// same sums in the same order); the price is four narrower MMAs, each
+// reading the whole A slice from shared memory.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+
+#include "core/cuda/sm90/kernel_configs.cuh"
+
+namespace grouped_linear::cuda::sm90 {
+
+// Base: the mainloop CUTLASS builds for a cooperative FP8 (promoting)
+// configuration; as in HalfPromotionMainloop only the consumer's TiledMma,
+// mma() and mma_tail() change.
+template <class Base>
+struct PipelinedPromotionMainloop : Base {
+  static constexpr int kParts = 4;  // MMAs per k-block, each 1/kParts of the tile's width
+  using TileShape = typename Base::TileShape;
+  static constexpr int kTileM = decltype(cute::size<0>(TileShape{}))::value;
+  static constexpr int kTileN = decltype(cute::size<1>(TileShape{}))::value;
+  static constexpr int kTileK = decltype(cute::size<2>(TileShape{}))::value;
+  static_assert(kTileM == 128, "a cooperative tile of two 64-row warpgroups");
+  using TiledMma = decltype(cute::make_tiled_mma(
+      cute::GMMA::ss_op_selector<
+          typename Base::ElementA, typename Base::ElementB, float,
+          cute::Shape<cute::_64, cute::Int<kTileN / kParts>, cute::Int<kTileK>>,
+          cute::GMMA::Major::K, cute::GMMA::Major::K>(),
+      cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma(typename Base::MainloopPipeline pipeline,
+                          typename Base::PipelineState smem_pipe_read, FrgTensorC& accum,
+                          int k_tile_count, int thread_idx,
+                          typename Base::TensorStorage& shared_tensors,
+                          typename Base::Params const&) {
+    using namespace cute;
+    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()),
+                            typename Base::SmemLayoutA{});  // (BLK_M, BLK_K, PIPE)
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()),
+                            typename Base::SmemLayoutB{});  // (BLK_N, BLK_K, PIPE)
+    constexpr int kWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+    const Layout warp_groups =
+        make_layout(Int<kWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+    const int warp_group = __shfl_sync(0xffffffff, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
+    TiledMma tiled_mma;
+    auto thread_mma = tiled_mma.get_slice(warp_groups(warp_group));
+    Tensor tCrA = thread_mma.make_fragment_A(thread_mma.partition_A(sA));  // (MMA, 1, MMA_K, PIPE)
+    Tensor tCrB = thread_mma.make_fragment_B(thread_mma.partition_B(sB));  // (MMA, 4, MMA_K, PIPE)
+    static_assert(decltype(size<1>(tCrA))::value == 1 && decltype(size<1>(accum))::value == 1,
+                  "one 64-row MMA a warpgroup");
+    static_assert(
+        decltype(size<1>(tCrB))::value == kParts && decltype(size<2>(accum))::value == kParts,
+        "kParts narrow MMAs along N");
+
+    // Two temporaries: one is added while the other's MMAs run.
+    Tensor partial0 = make_fragment_like(accum(_, 0, 0));
+    Tensor partial1 = make_fragment_like(accum(_, 0, 0));
+    auto issue = [&](auto& partial, int part, int stage) {
+      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+      warpgroup_fence_operand(partial);
+      warpgroup_arrive();
+      CUTLASS_PRAGMA_UNROLL
+      for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+        cute::gemm(tiled_mma, tCrA(_, 0, k_block, stage), tCrB(_, part, k_block, stage), partial);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+    };
+    auto promote = [&](auto& partial, int part) {
+      warpgroup_fence_operand(partial);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(partial); ++i) accum(i, 0, part) += partial(i);
+    };
+
+    clear(accum);
+    for (; k_tile_count > 0; --k_tile_count) {
+      auto token = pipeline.consumer_try_wait(smem_pipe_read);
+      pipeline.consumer_wait(smem_pipe_read, token);
+      const int stage = smem_pipe_read.index();
+      // Parts 0..3 alternate between the temporaries; part p is issued
+      // once part p-2's sums (same temporary) have been added.
+      issue(partial0, 0, stage);
+      issue(partial1, 1, stage);
+      warpgroup_wait<1>();
+      promote(partial0, 0);
+      issue(partial0, 2, stage);
+      warpgroup_wait<1>();
+      promote(partial1, 1);
+      issue(partial1, 3, stage);
+      warpgroup_wait<1>();
+      promote(partial0, 2);
+      warpgroup_wait<0>();
+      promote(partial1, 3);
+      // Every MMA of the stage is complete: it is free at once.
+      pipeline.consumer_release(smem_pipe_read);
+      ++smem_pipe_read;
+    }
+  }
+
+  // mma() waits for every MMA and releases every stage it read.
+  CUTLASS_DEVICE void mma_tail(typename Base::MainloopPipeline, typename Base::PipelineState, int) {
+  }
+};
+
+// The promoting FP8 kernels on bf16's 128x256 tile, adds overlapping MMAs.
+struct Fp8PipelinedPromotionCoop128x256 : TileConfig<128, 256, 128, 1, true> {
+  template <class Built>
+  using Mainloop = PipelinedPromotionMainloop<Built>;
+};
+
+}  // namespace grouped_linear::cuda::sm90
