@@ -182,7 +182,8 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
   for (const auto& sizes : {uniform, short_groups, skewed(128)}) {
     EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes).find("fast"), std::string::npos);
     EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes).find("fast"), std::string::npos);
-    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes), "wgrad_e5m2_bf16_halfcoop128x256");
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes),
+              "wgrad_e5m2_bf16_halfcoop128x256_widestore");
   }
   // The same tile rule as bf16: 64-row pingpong tiles where 128 pad badly.
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, false, true),
@@ -209,9 +210,14 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, true, true),
               "wgrad_e5m2_bf16_fastcoop256x128");
   }
-  for (const auto& sizes : {uniform, short_groups, std::vector<int64_t>(32, 4096)})
+  // The promoting wgrad: the wide store at every reduction length (it won
+  // every tuning case), the regular one to accumulate.
+  for (const auto& sizes : {uniform, short_groups, std::vector<int64_t>(32, 4096)}) {
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes),
+              "wgrad_e5m2_bf16_halfcoop128x256_widestore");
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, false, true),
               "wgrad_e5m2_bf16_halfcoop128x256");
+  }
   // No fast kernel built: the promoting one.
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, uniform, false, true),
             "dgrad_e4m3_bf16_coop128x128");
@@ -226,9 +232,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {
-      "wgrad_e5m2_bf16_fastcoop128x256", "wgrad_e5m2_bf16_pipecoop128x256",
-      "dgrad_e5m2_bf16_pipecoop128x256", "wgrad_e5m2_bf16_halfcoop128x256_widestore"};
+  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -239,12 +243,13 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   const std::vector<int64_t> long_groups(32, 4096);
   for (const bool fast : {false, true}) {
     for (const auto& sizes : {std::vector<int64_t>(128, 256), skewed(128)})
+      EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
+                fast ? "wgrad_e5m2_bf16_fastcoop256x128_widestore"
+                     : "wgrad_e5m2_bf16_halfcoop128x256_widestore");
+    for (const auto& sizes : {std::vector<int64_t>(8, 2048), long_groups})
       EXPECT_EQ(
           pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
-          fast ? "wgrad_e5m2_bf16_fastcoop256x128_widestore" : "wgrad_e5m2_bf16_halfcoop128x256");
-    for (const auto& sizes : {std::vector<int64_t>(8, 2048), long_groups})
-      EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
-                fast ? "wgrad_e5m2_bf16_fastcoop256x128" : "wgrad_e5m2_bf16_halfcoop128x256");
+          fast ? "wgrad_e5m2_bf16_fastcoop256x128" : "wgrad_e5m2_bf16_halfcoop128x256_widestore");
   }
   EXPECT_EQ(pick(Role::kWgrad, kBf16, kBf16, std::vector<int64_t>(128, 256)),
             "wgrad_bf16_coop256x128");
@@ -260,7 +265,7 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, long_groups), "wgrad_e4m3_bf16_coop128x128");
   set_kernel_override("");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),
-            "wgrad_e5m2_bf16_halfcoop128x256");
+            "wgrad_e5m2_bf16_halfcoop128x256_widestore");
 }
 
 TEST(Sm90KernelSelection, NamesAreUniqueAndDescribeTheKernel) {

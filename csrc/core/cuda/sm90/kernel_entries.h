@@ -29,6 +29,7 @@
   X(dgrad_e4m3_bf16_ping64x128)                \
   X(dgrad_e5m2_bf16_halfcoop128x256)           \
   X(wgrad_e4m3_bf16_coop128x128)               \
+  X(wgrad_e5m2_bf16_halfcoop128x256_widestore) \
   X(wgrad_e5m2_bf16_halfcoop128x256)           \
   X(wgrad_e4m3_to_fp32_coop128x128)            \
   X(wgrad_e5m2_to_fp32_halfcoop128x256)        \
@@ -49,9 +50,7 @@
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
-// 2026-12-03 runs); the promoting E5M2 wgrad and dgrad with promotion adds
-// that overlap the next MMAs ("_pipecoop", pipelined_promotion_mainloop.cuh);
-// the production promoting wgrad with the wide-store epilogue.
+// 2026-12-03 runs).
 // Candidates that lost were removed, with the run that decided:
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
 //    sources in commit ca6849d);
@@ -68,19 +67,22 @@
 //    to +0.14 of dense at mixtral fc2, within +-0.04 elsewhere, and the two
 //    FP8 ones each failed the float64 check on one case (G40 K80 N272, host
 //    splits: 10% error) in one of two runs: a race, not pursued.
-// (The last three: benchmarks/h200-2026-12-03-12615d0-tune.txt.)
+//    (The last three: benchmarks/h200-2026-12-03-12615d0-tune.txt.)
+//  - the promoting E5M2 wgrad and dgrad whose promotion adds overlapped the
+//    next MMAs (four quarter-width MMAs a k-block into two temporaries):
+//    wgrad within -0.05..+0.02 of the half-width promotion, dgrad 0.01-0.11
+//    below it (benchmarks/h200-2026-12-03-84076b9-tune-fp8.json; sources in
+//    commit 84076b9).
 // Winners moved to kernels/: the promoting E5M2 wgrad's 128x192 tile
 // (c6ed14f, fb76b91), since replaced, like the promoting E5M2 dgrad, by the
 // half-width promotion on 128x256 (12615d0: wgrad +0.04 to +0.09 of dense at
 // 32-128 experts, dgrad +0.03 to +0.11 over 128x128 and above 64x128
 // everywhere; into float32 main_grad equal or better), and then the
 // promoting E4M3 forward (b88b52e: +0.04 to +0.16 over 128x128, above
-// 64x128 everywhere; benchmarks/h200-2026-12-03-b88b52e-tune-fwd.txt).
-#define GL_SM90_TUNING_KERNELS(X)    \
-  X(wgrad_e5m2_bf16_fastcoop128x256) \
-  X(wgrad_e5m2_bf16_pipecoop128x256) \
-  X(dgrad_e5m2_bf16_pipecoop128x256) \
-  X(wgrad_e5m2_bf16_halfcoop128x256_widestore)
+// 64x128 everywhere; benchmarks/h200-2026-12-03-b88b52e-tune-fwd.txt), and
+// the promoting E5M2 wgrad with the wide store (84076b9: +0.01 to +0.10 of
+// dense over the regular store in every case, 8 experts included).
+#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {
 

@@ -58,12 +58,14 @@ int64_t padded_rows(const GroupShape& shape, int tile) {
 //  - wgrad: each group's reduction is its own rows; with few of them (under
 //    1024 on average) 256x128 tiles beat 128x256 (up to 0.70 against 0.53
 //    of dense), with long reductions 128x256 wins.
-//  - Kernels listed first win among equal tiles: the FP8 wide-store wgrad
-//    (0.30-0.54 of dense against 0.28-0.43 at 32-128 experts) where the
-//    output store dominates, groups averaging under 1024 rows, and the
-//    output is not accumulated into, which it cannot do. At 8 experts
-//    (2048 rows a group) it was within run-to-run noise of the regular
-//    store (-0.07 to +0.08 over four runs), which longer reductions keep.
+//  - Kernels listed first win among equal tiles: the FP8 wide-store wgrads,
+//    where the output is not accumulated into, which they cannot do. The
+//    fast one (0.30-0.54 of dense against 0.28-0.43 at 32-128 experts) only
+//    where the output store dominates, groups averaging under 1024 rows: at
+//    8 experts (2048 rows a group) it was within run-to-run noise of the
+//    regular store (-0.07 to +0.08 over four runs), which longer reductions
+//    keep. The promoting one beat its regular store in every tuning case
+//    (+0.01 to +0.10 of dense, 8 experts included).
 //  - The promoting FP8 forward and E5M2 dgrad have one tile, 128x256 (it
 //    beat 64x128 pingpong in every tuning case), which the search below
 //    falls back to where 64-row tiles are preferred.
@@ -81,12 +83,12 @@ int preferred_tile_m(Role role, const GroupShape& shape) {
   return padded_rows(shape, 128) * 100 > padded_rows(shape, 64) * 109 ? 64 : 128;
 }
 
-// Kernels that read no C operand (the forward's, the "_widestore" wgrad):
-// never to accumulate; the wide-store wgrad only where its store pays.
+// Kernels that read no C operand (the forward's, the "_widestore" wgrads):
+// never to accumulate; the fast wide-store wgrad only where its store pays.
 bool source_rule_allows(const KernelEntry& e, const GroupShape& shape) {
   if (e.reads_source) return true;
   if (shape.accumulate) return false;
-  return e.role != Role::kWgrad || average_rows(shape) < kShortReduction;
+  return e.role != Role::kWgrad || !e.fast_accumulation || average_rows(shape) < kShortReduction;
 }
 
 }  // namespace
