@@ -53,6 +53,11 @@ def cell(text):
 PENDING = "_pending: GPU figures come from `scripts/reliability_gpu.sh RESULTS_DIR` on a GPU machine._"
 
 
+def _with_poison(repro):
+    """A random-poison failure's repro line; older runs' lines lack the poison."""
+    return repro if "GL_FUZZ_POISON=" in repro else f"GL_FUZZ_POISON=random {repro}"
+
+
 def fuzz_random_section(d):
     """The second CUDA pass: random bytes (not NaN) left in freed memory, so a
     read of memory nobody wrote gives garbage that NaN would hide or expose
@@ -69,7 +74,7 @@ def fuzz_random_section(d):
     if failed:
         out += ["Failed cases:", ""]
         out += [f"- case {r['index']} (seed {r['seed']}): {r['text']} — "
-                f"{r.get('error', '')[:200]}; `GL_FUZZ_POISON=random {r['repro']}`"
+                f"{r.get('error', '')[:200]}; `{_with_poison(r['repro'])}`"
                 for r in failed[:30]]
         out.append("")
     return out

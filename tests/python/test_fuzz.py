@@ -100,7 +100,8 @@ def case_seed(index: int) -> int:
 
 
 def repro(index: int) -> str:
-    return (f"GL_FUZZ_SEED={BASE_SEED} GL_FUZZ_CASE={index} GL_FUZZ_DEVICE={DEVICE} "
+    poison = "" if POISON == "nan" else f"GL_FUZZ_POISON={POISON} "
+    return (f"{poison}GL_FUZZ_SEED={BASE_SEED} GL_FUZZ_CASE={index} GL_FUZZ_DEVICE={DEVICE} "
             f"python -m pytest tests/python/test_fuzz.py -q")
 
 
@@ -469,11 +470,16 @@ def test_report_shows_the_random_poison_pass(tmp_path):
     spec.loader.exec_module(report)
     failed = dict(index=425, seed=7, text="G=209 T=125", error="AssertionError: wgrad",
                   repro=repro(425))
+    # Runs since e9cf31f print the poison in the repro line themselves.
+    failed_new = dict(index=51, seed=8, text="G=101 T=0", error="AssertionError: wgrad",
+                      repro="GL_FUZZ_POISON=random GL_FUZZ_SEED=4321 GL_FUZZ_CASE=51 ...")
     (tmp_path / "fuzz_random.json").write_text(json.dumps(dict(
-        base_seed=4321, device="cuda", poison="random", cases=300, passed=299,
-        failed=[failed], seconds=40.0)))
+        base_seed=4321, device="cuda", poison="random", cases=300, passed=298,
+        failed=[failed, failed_new], seconds=40.0)))
     text = report.markdown(report.load(str(tmp_path)))
     assert "## Fuzzing with random bytes in freed memory" in text
-    assert "**300 cases, 299 passed, 1 failed**" in text
+    assert "**300 cases, 298 passed, 2 failed**" in text
     assert f"`GL_FUZZ_POISON=random {repro(425)}`" in text
+    assert "`GL_FUZZ_POISON=random GL_FUZZ_SEED=4321 GL_FUZZ_CASE=51 ...`" in text
+    assert text.count("GL_FUZZ_POISON=random GL_FUZZ_POISON") == 0
     assert "_pending: no fuzz results._" in text  # the NaN pass is its own section
