@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/sm90/group_switch_drain.cuh"
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 
 namespace grouped_linear::cuda::sm90 {
@@ -243,16 +244,19 @@ struct GroupedGemm {
   static constexpr bool kReadsSource = !kBiasEpilogue && Config::kReadsSource;
   using ElementC = std::conditional_t<kReadsSource, ElementOut, void>;
 
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
-      typename Config::ClusterShape, typename Config::EpilogueTile, float, float, ElementC,
-      LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut, typename Config::EpilogueSchedule,
-      FusionOp>::CollectiveOp;
+  // Both collectives wait for their in-flight TMA loads before a group
+  // switch rewrites the descriptors those loads read (group_switch_drain.cuh).
+  using Epilogue =
+      GroupSwitchDrainedEpilogue<typename cutlass::epilogue::collective::CollectiveBuilder<
+          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
+          typename Config::ClusterShape, typename Config::EpilogueTile, float, float, ElementC,
+          LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut, typename Config::EpilogueSchedule,
+          FusionOp>::CollectiveOp>;
 
-  using Mainloop = typename ConfiguredMainloop<
+  using Mainloop = GroupSwitchDrainedMainloop<typename ConfiguredMainloop<
       Config, typename MainloopFor<
                   kBlockScaled, R, ElementA, LayoutA, kAlignA, ElementB, LayoutB, kAlignB, Config,
-                  static_cast<int>(sizeof(typename Epilogue::SharedStorage))>::type>::type;
+                  static_cast<int>(sizeof(typename Epilogue::SharedStorage))>::type>::type>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
   using Params = typename Kernel::Params;
