@@ -19,7 +19,6 @@
 #include <type_traits>
 
 #include "core/cuda/cuda_check.h"
-#include "core/cuda/sm90/group_switch_drain.cuh"
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 
 namespace grouped_linear::cuda::sm90 {
@@ -244,19 +243,16 @@ struct GroupedGemm {
   static constexpr bool kReadsSource = !kBiasEpilogue && Config::kReadsSource;
   using ElementC = std::conditional_t<kReadsSource, ElementOut, void>;
 
-  // Both collectives wait for their in-flight TMA loads before a group
-  // switch rewrites the descriptors those loads read (group_switch_drain.cuh).
-  using Epilogue =
-      GroupSwitchDrainedEpilogue<typename cutlass::epilogue::collective::CollectiveBuilder<
-          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
-          typename Config::ClusterShape, typename Config::EpilogueTile, float, float, ElementC,
-          LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut, typename Config::EpilogueSchedule,
-          FusionOp>::CollectiveOp>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
+      typename Config::ClusterShape, typename Config::EpilogueTile, float, float, ElementC,
+      LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut, typename Config::EpilogueSchedule,
+      FusionOp>::CollectiveOp;
 
-  using Mainloop = GroupSwitchDrainedMainloop<typename ConfiguredMainloop<
+  using Mainloop = typename ConfiguredMainloop<
       Config, typename MainloopFor<
                   kBlockScaled, R, ElementA, LayoutA, kAlignA, ElementB, LayoutB, kAlignB, Config,
-                  static_cast<int>(sizeof(typename Epilogue::SharedStorage))>::type>::type>;
+                  static_cast<int>(sizeof(typename Epilogue::SharedStorage))>::type>::type;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
   using Params = typename Kernel::Params;
@@ -458,7 +454,14 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
       out.layout_sfb[g] = k_major_scales<LayoutSFB, kGranularityN>(gn, gk, sfb_stride);
     }
   }
-  // The zeros are read by TMA (the async proxy): order the generic writes first.
+  // The zeros are read by TMA: the async proxy, through L2, issued by another
+  // warp. A CTA-scope barrier alone leaves other warps' stores possibly not
+  // yet performed at L2, and the loads of a CTA's first tiles then read
+  // whatever the workspace held before (fuzz and empty-group probe on the
+  // H200: NaN weight gradients of empty groups, from the warps whose zeros
+  // had not landed). So each thread makes its stores visible at GPU scope,
+  // orders them before async-proxy accesses, then the CTA synchronizes.
+  __threadfence();
   asm volatile("fence.proxy.async.global;" ::: "memory");
   __syncthreads();
 }

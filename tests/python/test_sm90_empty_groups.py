@@ -1,20 +1,23 @@
-"""Group switches inside the sm90 grouped kernels (skipped without an sm_90 GPU).
+"""Empty groups in the sm90 grouped wgrad kernels (skipped without an sm_90 GPU).
 
-A CTA of CUTLASS's pointer-array kernels that moves to another group's tile
-rewrites its TMA descriptors in global memory; loads still in flight with
-the old descriptor must not read the new one (csrc/core/cuda/sm90/
-group_switch_drain.cuh). The race shows best where groups switch after
-every tile: many empty groups, each one 16-deep k-tile of zeros in wgrad,
-between a few small non-empty ones. Before the drain, weight gradients of
-empty groups came out non-zero in up to 73 of 400 steps at these sizes
-(benchmarks/h200-2026-12-03-e9cf31f-empty-group-probe.txt).
+An empty group's wgrad multiplies a zero operand that every CTA writes into
+the launch's workspace at its start and then reads through TMA. Before the
+writes were fenced at GPU scope (grouped_gemm_sm90.cuh,
+write_group_arguments), a CTA's first tiles could read what the workspace
+held before: with freed memory full of NaN bytes, weight gradients of empty
+groups came out NaN in up to 73 of 400 steps, always in groups of the first
+wave of tiles and in column ranges that start at a warp's share of the
+zero writes (benchmarks/h200-2026-12-03-e9cf31f-empty-group-probe.txt).
+Repeated calls on one workspace hide it (the zeros of the last launch are
+still there); the module's backward, whose GEMMs and quantize kernels reuse
+each other's workspace memory, shows it.
 
 Each case runs 200 backward steps on the same inputs, freed CUDA memory
-filled with 0xFF before each, and checks every step exactly: empty groups'
-weight gradients are zero (or main_grad unchanged), non-empty groups'
-equal the first step's bit for bit (the kernels have no split reductions,
-so repeats are bitwise equal), and the first step's are within the
-recipe's bound of a float64 reference.
+filled with 0xFF (NaN in every float format) before each, and checks every
+step exactly: empty groups' weight gradients are zero (or main_grad
+unchanged), non-empty groups' equal the first step's bit for bit (the
+kernels have no split reductions, so repeats are bitwise equal), and the
+first step's are within the recipe's bound of a float64 reference.
 """
 
 import random
