@@ -6,6 +6,9 @@
     python -m bench.make_table RESULT.json --tuning TUNE.json --write BENCHMARKS.md
         (TUNE.json from `python -m bench.tune_sm90`: one more table, every sm90
         kernel on every case)
+    python -m bench.make_table RESULT.json --compare LATER.json --write BENCHMARKS.md
+        (one more section: LATER's ratios of our kernels beside RESULT's, per
+        case, routing and role, and its FP8 end-to-end times beside RESULT's)
 """
 
 import argparse
@@ -183,6 +186,88 @@ def render_tuning(tune: dict, source: str) -> str:
     return "\n".join(out)
 
 
+def _key(r):
+    return (r.get("case"), r.get("routing"), r.get("role"))
+
+
+def _ratio(record, impl):
+    value = record.get("impls", {}).get(impl, {}).get("ratio_to_dense") if record else None
+    return f"{value:.2f}" if value is not None else "-"
+
+
+def _delta(before, after):
+    if "-" in (before, after):
+        return "-"
+    return f"{float(after) - float(before):+.2f}"
+
+
+def comparison_table(base_records, later_records) -> Table:
+    """Ratio to dense of each of our implementations in both runs, per case,
+    routing and role (rows of the later run; peers are not repeated)."""
+    base = {_key(r): r for r in base_records if "impls" in r}
+    ours: List[str] = []
+    for r in later_records:
+        ours += [n for n in r.get("impls", {}) if n.startswith("grouped_linear") and n not in ours]
+    header = ["case", "routing", "role"]
+    for n in ours:
+        header += [f"{n} before", "now", "change"]
+    rows = []
+    for r in later_records:
+        if "impls" not in r:
+            continue
+        row = [r["case"], r["routing"], r["role"]]
+        for n in ours:
+            before, after = _ratio(base.get(_key(r)), n), _ratio(r, n)
+            row += [before, after, _delta(before, after)]
+        rows.append(row)
+    return header, rows, 3
+
+
+def end_to_end_comparison(base_records, later_records) -> Table:
+    """ms per step in both runs; in brackets the speedup over bf16 of each run."""
+    base = {(r["case"], r["routing"]): r for r in base_records if "impls" in r}
+    names: List[str] = []
+    for r in later_records:
+        names += [n for n in r.get("impls", {}) if n not in names]
+    rows = []
+    for r in later_records:
+        if "impls" not in r:
+            continue
+        then = base.get((r["case"], r["routing"]), {}).get("impls", {})
+        row = [r["case"], r["routing"]]
+        for n in names:
+            cells = []
+            for e in (then.get(n, {}), r["impls"].get(n, {})):
+                if "median_ms" not in e:
+                    cells.append("-")
+                elif n == "bf16":
+                    cells.append(f"{e['median_ms']:.3f}")
+                else:
+                    cells.append(f"{e['median_ms']:.3f} ({e.get('speedup_over_bf16', 0):.2f}x)")
+            row.append(" → ".join(cells))
+        rows.append(row)
+    return ["case", "routing"] + names, rows, 2
+
+
+def render_comparison(base: dict, later: dict, source: str) -> str:
+    meta = later.get("meta", {})
+    out = [f"## Re-run at `{meta.get('commit', '?')}`", "",
+           f"{meta.get('date', '?')}, {meta.get('device', '?')}, torch {meta.get('torch', '?')}; "
+           f"source `{source}`. Ratio to dense of our kernels in the run above (before) and in "
+           f"this one (now), each against the dense reference of its own process."]
+    if meta.get("commit_note"):
+        out += ["", f"> {meta['commit_note']}"]
+    for section, title in (("throughput", "Throughput"), ("fp8_throughput", "FP8 throughput")):
+        if later.get(section):
+            out += ["", f"### {title}", "",
+                    render_markdown(comparison_table(base.get(section, []), later[section]))]
+    if later.get("fp8_end_to_end"):
+        out += ["", "### FP8 end to end (ms per step, before → now)", "",
+                render_markdown(end_to_end_comparison(base.get("fp8_end_to_end", []),
+                                                      later["fp8_end_to_end"]))]
+    return "\n".join(out) + "\n"
+
+
 def newest_result() -> Path:
     found = sorted((REPO_ROOT / "bench_results").glob("*.json"), key=lambda p: p.stat().st_mtime)
     if not found:
@@ -198,6 +283,7 @@ def main(argv=None) -> int:
     parser.add_argument("--tuning", help="a `python -m bench.tune_sm90` JSON to add as a table")
     parser.add_argument("--append", help="a Markdown file (hand-written reading of the "
                         "figures) to add at the end")
+    parser.add_argument("--compare", help="a later result JSON: its ratios beside this one's")
     args = parser.parse_args(argv)
     path = Path(args.result) if args.result else newest_result()
     # The plot `python -m bench` draws beside its JSON, linked relative to
@@ -207,7 +293,12 @@ def main(argv=None) -> int:
     if png.exists():
         base = Path(args.write).resolve().parent if args.write else Path.cwd()
         plot = os.path.relpath(png.resolve(), base)
-    text = render(json.loads(path.read_text()), source=path.name, plot=plot)
+    result = json.loads(path.read_text())
+    text = render(result, source=path.name, plot=plot)
+    if args.compare:
+        later_path = Path(args.compare)
+        text += "\n" + render_comparison(result, json.loads(later_path.read_text()),
+                                          later_path.name)
     if args.tuning:
         tune_path = Path(args.tuning)
         text += "\n" + render_tuning(json.loads(tune_path.read_text()), tune_path.name)

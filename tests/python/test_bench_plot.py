@@ -51,3 +51,28 @@ def test_plot_bars_take_missing_ratios_as_zero():
     labels, values = plot._bars(_result()["throughput"], ["grouped_mm", "grouped_linear:sm90_grouped"])
     assert labels == ["c1\nunif fwd", "c1\nunif wgrad"]
     assert values == [[0.7, 0.0], [0.8, 0.5]]
+
+
+def test_compare_puts_a_later_runs_ratios_beside(tmp_path):
+    base, later = _result(), _result()
+    later["meta"]["commit"] = "def"
+    later["throughput"][0]["impls"]["grouped_linear:sm90_grouped"]["ratio_to_dense"] = 0.75
+    del later["throughput"][1]["impls"]["grouped_linear:sm90_grouped"]  # not measured later
+    base["fp8_end_to_end"] = [{"case": "c1", "routing": "uniform", "impls": {
+        "bf16": {"median_ms": 2.0}, "fp8_delayed": {"median_ms": 1.0, "speedup_over_bf16": 2.0}}}]
+    later["fp8_end_to_end"] = [{"case": "c1", "routing": "uniform", "impls": {
+        "bf16": {"median_ms": 2.2}, "fp8_delayed": {"median_ms": 1.1, "speedup_over_bf16": 2.0}}}]
+    paths = []
+    for name, result in (("base.json", base), ("later.json", later)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(result))
+    out = tmp_path / "B.md"
+    assert make_table.main([str(paths[0]), "--compare", str(paths[1]), "--write", str(out)]) == 0
+    text = out.read_text()
+    section = text[text.index("## Re-run at `def`"):]
+    assert "| c1 | uniform | fwd | 0.80 | 0.75 | -0.05 |" in section
+    assert "| c1 | uniform | wgrad | 0.50 | - | - |" in section
+    assert "| c1 | uniform | fwd | 0.60 | 0.60 | +0.00 |" in section  # the FP8 table
+    assert "| c1 | uniform | 2.000 → 2.200 | 1.000 (2.00x) → 1.100 (2.00x) |" in section
+    # The tables of the base run come first, unchanged.
+    assert text.index("## Throughput") < text.index("## Re-run at `def`")
