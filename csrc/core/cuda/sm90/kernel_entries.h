@@ -48,9 +48,13 @@
   X(wgrad_e5m2_bf16_fastcoop256x128)
 
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
-// a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
-// against the production 256x128 it won mixtral fc1 and lost fc2 in the
-// 2026-12-03 runs).
+//  - a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
+//    against the production 256x128 it won mixtral fc1 and lost fc2 in the
+//    2026-12-03 runs);
+//  - wgrads on 128x128 pingpong tiles with the wide store (fast and
+//    promoting FP8, bf16), whose warpgroups each own a tile so that one's
+//    store overlaps the other's MMAs: the store-bound regime of 32-128
+//    experts (benchmarks/reading.md).
 // Candidates that lost were removed, with the run that decided:
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
 //    sources in commit ca6849d);
@@ -82,7 +86,11 @@
 // 64x128 everywhere; benchmarks/h200-2026-12-03-b88b52e-tune-fwd.txt), and
 // the promoting E5M2 wgrad with the wide store (84076b9: +0.01 to +0.10 of
 // dense over the regular store in every case, 8 experts included).
-#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
+#define GL_SM90_TUNING_KERNELS(X)              \
+  X(wgrad_e5m2_bf16_fastcoop128x256)           \
+  X(wgrad_e5m2_bf16_fastping128x128_widestore) \
+  X(wgrad_e5m2_bf16_halfping128x128_widestore) \
+  X(wgrad_bf16_ping128x128_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
