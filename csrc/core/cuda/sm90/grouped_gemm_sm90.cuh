@@ -30,7 +30,6 @@ template <int TileM, int TileN, int TileK, int ClusterM, bool Cooperative>
 struct TileConfig {
   static constexpr int kTileM = TileM;
   static constexpr int kTileN = TileN;
-  static constexpr bool kCooperative = Cooperative;
   static constexpr bool kBlockScaled = false;
   static constexpr bool kFastAccumulation = false;  // FP8: promote partial sums to fp32
   // dgrad/wgrad: whether the epilogue can read D back as C (beta = 1, for

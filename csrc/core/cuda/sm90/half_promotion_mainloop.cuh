@@ -2,11 +2,10 @@
 // tile's width. CUTLASS's promoting mainloop keeps a second accumulator as
 // large as the tile's for each k-block's tensor-core partial sums, which caps
 // a cooperative warpgroup at 64x192 (2 x 96 registers a thread). Here each
-// 128-deep k-block runs as two half-width MMAs into one temporary half the
-// warpgroup's width, each added into the fp32 accumulator once its MMAs
-// complete: the same promotion per k-block (the same sums in the same
-// order), with 128 + 64 accumulator registers, so bf16's 128x256 cooperative
-// tile (64x256 a warpgroup) and a 128x128 pingpong tile fit.
+// 128-deep k-block runs as two half-width MMAs into one 64x128 temporary, each
+// added into the fp32 accumulator once its MMAs complete: the same promotion
+// per k-block (the same sums in the same order), with 128 + 64 accumulator
+// registers, so bf16's 128x256 tile fits.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -16,27 +15,22 @@
 
 namespace grouped_linear::cuda::sm90 {
 
-// Base: the mainloop CUTLASS builds for an FP8 (promoting) configuration,
-// cooperative (two 64-row warpgroups share the tile) or pingpong (one
-// warpgroup owns the whole tile, 64 rows an MMA). Only the consumer side
-// changes: its TiledMma (atoms half as wide, two along N), mma() and
-// mma_tail(); loads, pipeline and tensor maps are the base's.
+// Base: the mainloop CUTLASS builds for a cooperative FP8 (promoting)
+// configuration. Only the consumer side changes: its TiledMma (atoms half as
+// wide, two along N), mma() and mma_tail(); loads, pipeline and tensor maps
+// are the base's.
 template <class Base>
 struct HalfPromotionMainloop : Base {
   using TileShape = typename Base::TileShape;
   static constexpr int kTileM = decltype(cute::size<0>(TileShape{}))::value;
   static constexpr int kTileN = decltype(cute::size<1>(TileShape{}))::value;
   static constexpr int kTileK = decltype(cute::size<2>(TileShape{}))::value;
-  static constexpr int kWarpGroups =
-      decltype(cute::size(typename Base::TiledMma{}))::value / cutlass::NumThreadsPerWarpGroup;
-  static constexpr int kRowMmas = kTileM / (64 * kWarpGroups);  // 64-row MMAs a warpgroup
-  static_assert(kRowMmas >= 1 && kTileM % (64 * kWarpGroups) == 0,
-                "whole 64-row MMAs for every warpgroup");
+  static_assert(kTileM == 128, "a cooperative tile of two 64-row warpgroups");
   using TiledMma = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<typename Base::ElementA, typename Base::ElementB, float,
                                  cute::Shape<cute::_64, cute::Int<kTileN / 2>, cute::Int<kTileK>>,
                                  cute::GMMA::Major::K, cute::GMMA::Major::K>(),
-      cute::Layout<cute::Shape<cute::Int<kWarpGroups>, cute::_1, cute::_1>>{}));
+      cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
 
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma(typename Base::MainloopPipeline pipeline,
@@ -49,21 +43,20 @@ struct HalfPromotionMainloop : Base {
                             typename Base::SmemLayoutA{});  // (BLK_M, BLK_K, PIPE)
     Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()),
                             typename Base::SmemLayoutB{});  // (BLK_N, BLK_K, PIPE)
+    constexpr int kWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
     const Layout warp_groups =
         make_layout(Int<kWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
     const int warp_group = __shfl_sync(0xffffffff, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
     TiledMma tiled_mma;
     auto thread_mma = tiled_mma.get_slice(warp_groups(warp_group));
-    Tensor tCrA =
-        thread_mma.make_fragment_A(thread_mma.partition_A(sA));  // (MMA, ROWS, MMA_K, PIPE)
+    Tensor tCrA = thread_mma.make_fragment_A(thread_mma.partition_A(sA));  // (MMA, 1, MMA_K, PIPE)
     Tensor tCrB = thread_mma.make_fragment_B(thread_mma.partition_B(sB));  // (MMA, 2, MMA_K, PIPE)
-    static_assert(
-        decltype(size<1>(tCrA))::value == kRowMmas && decltype(size<1>(accum))::value == kRowMmas,
-        "kRowMmas 64-row MMAs a warpgroup");
+    static_assert(decltype(size<1>(tCrA))::value == 1 && decltype(size<1>(accum))::value == 1,
+                  "one 64-row MMA a warpgroup");
     static_assert(decltype(size<1>(tCrB))::value == 2 && decltype(size<2>(accum))::value == 2,
                   "two half-width MMAs along N");
 
-    Tensor partial = make_fragment_like(accum(_, _, 0));  // (MMA, ROWS): one half's sums
+    Tensor partial = make_fragment_like(accum(_, 0, 0));  // one half's tensor-core sums
     clear(accum);
     for (; k_tile_count > 0; --k_tile_count) {
       auto token = pipeline.consumer_try_wait(smem_pipe_read);
@@ -76,22 +69,14 @@ struct HalfPromotionMainloop : Base {
         warpgroup_arrive();
         CUTLASS_PRAGMA_UNROLL
         for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
-          CUTLASS_PRAGMA_UNROLL
-          for (int row = 0; row < kRowMmas; ++row) {
-            Tensor partial_row = partial(_, row);
-            cute::gemm(tiled_mma, tCrA(_, row, k_block, stage), tCrB(_, half, k_block, stage),
-                       partial_row);
-          }
+          cute::gemm(tiled_mma, tCrA(_, 0, k_block, stage), tCrB(_, half, k_block, stage), partial);
           tiled_mma.accumulate_ = GMMA::ScaleOut::One;
         }
         warpgroup_commit_batch();
         warpgroup_wait<0>();
         warpgroup_fence_operand(partial);
         CUTLASS_PRAGMA_UNROLL
-        for (int row = 0; row < kRowMmas; ++row) {
-          CUTLASS_PRAGMA_UNROLL
-          for (int i = 0; i < size<0>(partial); ++i) accum(i, row, half) += partial(i, row);
-        }
+        for (int i = 0; i < size(partial); ++i) accum(i, 0, half) += partial(i);
       }
       // Both halves' MMAs are complete: the stage is free at once.
       pipeline.consumer_release(smem_pipe_read);
@@ -106,12 +91,6 @@ struct HalfPromotionMainloop : Base {
 
 // The promoting FP8 kernels on bf16's 128x256 cooperative tile.
 struct Fp8HalfPromotionCoop128x256 : TileConfig<128, 256, 128, 1, true> {
-  template <class Built>
-  using Mainloop = HalfPromotionMainloop<Built>;
-};
-// A 128x128 pingpong tile: 128 + 64 accumulator registers a thread, where
-// CUTLASS's promoting mainloop would need 2 x 128.
-struct Fp8HalfPromotionPing128x128 : TileConfig<128, 128, 128, 1, false> {
   template <class Built>
   using Mainloop = HalfPromotionMainloop<Built>;
 };

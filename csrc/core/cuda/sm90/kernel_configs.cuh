@@ -42,20 +42,16 @@ struct Fp8FastAccumTileConfig : TileConfig<TileM, TileN, 128, 1, Cooperative> {
 using Fp8FastCoop128x256 = Fp8FastAccumTileConfig<128, 256, true>;
 using Fp8FastCoop256x128 = Fp8FastAccumTileConfig<256, 128, true>;
 using Fp8FastPing64x256 = Fp8FastAccumTileConfig<64, 256, false>;
-using Fp8FastPing128x128 = Fp8FastAccumTileConfig<128, 128, false>;
 
 // wgrad writes G*N*K outputs from short reductions, so its epilogue's stores
 // bound it (benchmarks/reading.md). The default epilogue stores a 256x128
 // tile as eight 128x32 pieces with at most two in flight; this one stores
-// pieces as wide as the tile, both in flight (128 rows each for cooperative
-// tiles; 64 for pingpong ones, the most CUTLASS's pingpong epilogue takes),
-// and gives up reading C (the staging C would need): beta = 0 only, no
-// main_grad accumulation.
+// two 128xN pieces, both in flight, and gives up reading C (the staging C
+// would need): beta = 0 only, no main_grad accumulation.
 template <class Base>
 struct WideStoreConfig : Base {
   static constexpr bool kReadsSource = false;
-  using EpilogueTile =
-      cute::Shape<cute::Int<Base::kCooperative ? 128 : 64>, cute::Int<Base::kTileN>>;
+  using EpilogueTile = cute::Shape<cute::_128, cute::Int<Base::kTileN>>;
 };
 
 }  // namespace grouped_linear::cuda::sm90

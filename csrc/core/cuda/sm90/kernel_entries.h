@@ -48,13 +48,9 @@
   X(wgrad_e5m2_bf16_fastcoop256x128)
 
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
-//  - a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
-//    against the production 256x128 it won mixtral fc1 and lost fc2 in the
-//    2026-12-03 runs);
-//  - wgrads on 128x128 pingpong tiles with the wide store (fast and
-//    promoting FP8, bf16), whose warpgroups each own a tile so that one's
-//    store overlaps the other's MMAs: the store-bound regime of 32-128
-//    experts (benchmarks/reading.md).
+// a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
+// against the production 256x128 it won mixtral fc1 and lost fc2 in the
+// 2026-12-03 runs).
 // Candidates that lost were removed, with the run that decided:
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
 //    sources in commit ca6849d);
@@ -77,6 +73,14 @@
 //    wgrad within -0.05..+0.02 of the half-width promotion, dgrad 0.01-0.11
 //    below it (benchmarks/h200-2026-12-03-84076b9-tune-fp8.json; sources in
 //    commit 84076b9).
+//  - the wgrads on 128x128 pingpong tiles with the wide store, whose
+//    warpgroups each own a tile so that one's store overlaps the other's
+//    MMAs (fast and promoting FP8, bf16; sources in commit 96e5230). FP8:
+//    0.03-0.07 of dense below the cooperative wide-store wgrads at 32-128
+//    experts, up to 0.34 below at 8. bf16: +0.09 at dsv3 uniform (where
+//    the cooperative ones ran 0.20 below their 2026-12-02 figures), within
+//    0.02 at dsv3 skewed and qwen3 fc1, 0.04-0.27 below elsewhere
+//    (benchmarks/h200-2026-12-04-96e5230-tune-wgrad-pingpong-*.json).
 // Winners moved to kernels/: the promoting E5M2 wgrad's 128x192 tile
 // (c6ed14f, fb76b91), since replaced, like the promoting E5M2 dgrad, by the
 // half-width promotion on 128x256 (12615d0: wgrad +0.04 to +0.09 of dense at
@@ -86,11 +90,7 @@
 // 64x128 everywhere; benchmarks/h200-2026-12-03-b88b52e-tune-fwd.txt), and
 // the promoting E5M2 wgrad with the wide store (84076b9: +0.01 to +0.10 of
 // dense over the regular store in every case, 8 experts included).
-#define GL_SM90_TUNING_KERNELS(X)              \
-  X(wgrad_e5m2_bf16_fastcoop128x256)           \
-  X(wgrad_e5m2_bf16_fastping128x128_widestore) \
-  X(wgrad_e5m2_bf16_halfping128x128_widestore) \
-  X(wgrad_bf16_ping128x128_widestore)
+#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {
 
