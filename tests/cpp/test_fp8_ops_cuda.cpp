@@ -279,6 +279,39 @@ TEST_F(Fp8OpsCuda, ActivationCopiesOnRequest) {
       }
 }
 
+// Full 128 x 128 tiles of 16-bit values with aligned strides and no bias
+// gradient: per-tensor scales take the wide path (quantize_full_tile), in
+// every tile ("FullTiles": groups of whole row tiles) or beside partial ones
+// (random groups, C not a multiple of 128); a row pad of 8 elements keeps
+// the alignment, one of 3 breaks it (the regular path throughout). Block
+// scales and the bias gradient always take the regular path.
+TEST_F(Fp8OpsCuda, ActivationFullTilesMatchCpu) {
+  struct FullCase {
+    ActivationSpec spec;
+    std::vector<int64_t> sizes;  // empty: random, with empty groups
+  };
+  const FullCase cases[] = {
+      {{"FullTiles", 1024, 384, 3, 0}, {256, 512, 256}},
+      {{"FullTilesPad8", 1024, 384, 4, 8}, {0, 640, 128, 256}},
+      {{"MixedTiles", 700, 300, 4, 0}, {}},
+      {{"Unaligned", 512, 256, 2, 3}, {256, 256}},
+  };
+  for (const FullCase& fc : cases)
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+      for (const KindVariant& v : kind_variants())
+        for (SplitsAt at : kAllSplitsAt)
+          for (int which = 0; which < 3; ++which) {
+            ActivationCase a = activation(fc.spec, dtype, v, at);
+            a.rowwise = which != 1;
+            a.columnwise = which != 0;
+            a.with_dbias = false;
+            a.make(rng_, Split::kRandomWithEmpty, /*specials=*/false);
+            if (!fc.sizes.empty()) a.use_sizes(fc.sizes);
+            run_activation(a);
+            if (HasFatalFailure()) return;
+          }
+}
+
 // One non-empty group among empty ones, C not a multiple of 128, pinned
 // splits. The first case once failed on an H200 (seed 3500865919): exactly
 // the dequantize kernel's last 32 x 32 tile of [T, C] (rows 288..299,

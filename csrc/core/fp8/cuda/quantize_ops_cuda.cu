@@ -6,7 +6,8 @@
 // quantize_activation: a persistent grid walks tiles of 128 rows x 128
 // columns. Row tiles start at each group's first row, so a column-wise
 // 1 x 128 block is exactly one tile's rows, and tile (row tile, column
-// tile) writes its rows into both copies. The fused bias gradient writes
+// tile) writes its rows into both copies (per-tensor scales: full tiles of
+// 16-bit values through the wide path the weights use). The fused bias gradient writes
 // one partial sum per row tile and column; the last tile of a group to
 // finish (an atomic count per group and column tile) adds them in order.
 // quantize_weight: the same tiles per group; a 128 x 128 block is a tile.
@@ -116,6 +117,7 @@ struct ActivationParams {
   const float* amax_partial;  // kCurrent
   int amax_partials;
   bool vec_in, vec_row_out;
+  bool full_tiles;  // 16-bit input, pointers and strides as quantize_full_tile needs them
 };
 
 // At least 3 CTAs per SM: without the bound ptxas takes 96 registers for the
@@ -197,8 +199,18 @@ __global__ void __launch_bounds__(kThreads, 3)
     io.nr_pad = in_group && last_of_group ? (io.nr + 15) / 16 * 16 : io.nr;
     io.vec_in = p.vec_in;
     io.vec_out = p.vec_row_out;
-    float sums[4] = {0.f, 0.f, 0.f, 0.f};
     const bool sums_on = in_group && p.dbias != nullptr;
+    // Per-tensor scales give both copies one scale: full tiles take the
+    // weights' wide path (quantize_tile.cuh), which sums no columns.
+    if constexpr (K != kInF32 && !kBlockScaled) {
+      if (!sums_on && full_tile(io, p.full_tiles)) {  // the same in every thread
+        quantize_full_tile<K, kUniform>(io, scale, p.format, p.power_2,
+                                        reinterpret_cast<uint16_t*>(tile), scratch, track,
+                                        amax_bits);
+        continue;
+      }
+    }
+    float sums[4] = {0.f, 0.f, 0.f, 0.f};
     quantize_tile<K, kBlockScaled ? kPerRowCol : kUniform>(
         io, scale, p.format, p.power_2, tile, scratch, track, amax_bits, sums_on, sums);
     if (sums_on) {
@@ -339,6 +351,14 @@ void quantize_activation_cuda(const ActivationQuantize& r, const ExecContext& ct
   const size_t elem = element_size(r.input.dtype);
   p.vec_in = aligned(r.input.data, 4 * elem) && r.input.row_stride % 4 == 0;
   p.vec_row_out = rowwise && aligned(r.out.rowwise.data, 4) && r.out.rowwise.row_stride % 4 == 0;
+  // quantize_full_tile: 16-byte loads, 8-byte row-wise and 4-byte column-wise
+  // stores at every tile's origin (row tiles start at any row; column-wise
+  // groups start at multiples of 16 columns).
+  p.full_tiles = elem == 2 && aligned(r.input.data, 16) && r.input.row_stride % 8 == 0 &&
+                 (r.out.rowwise.data == nullptr ||
+                  (aligned(r.out.rowwise.data, 8) && r.out.rowwise.row_stride % 8 == 0)) &&
+                 (r.out.columnwise.data == nullptr ||
+                  (aligned(r.out.columnwise.data, 4) && r.out.columnwise.row_stride % 4 == 0));
   if (r.kind == RecipeKind::kCurrent) {
     int chunks = 0;
     p.amax_partial = launch_amax(r.input.dtype, r.input.data, r.input.row_stride, 0, 1, t, c,
