@@ -17,7 +17,7 @@ from typing import List, Optional
 import torch
 
 from . import fp8_module, fp8_throughput, host_overhead, meta, plot, python_layer, throughput
-from .cases import REPO_ROOT, ROLES, ROUTINGS, load_cases, select_throughput_cases
+from .cases import REPO_ROOT, ROLES, ROUTINGS, csv_list, load_cases, select_throughput_cases
 from .report import log, print_summary, write_json
 from .timing import make_timer
 
@@ -43,17 +43,6 @@ QUICK = {
     "py_calls":     (500, 500),
     "py_batches":   (3, 3),
 }
-
-
-def csv_list(text: Optional[str], allowed=None, what="value") -> Optional[List[str]]:
-    if text is None:
-        return None
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if allowed is not None:
-        bad = [t for t in items if t not in allowed]
-        if bad:
-            raise SystemExit(f"{what}: unknown {bad}; expected some of {list(allowed)}")
-    return items
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -121,6 +121,19 @@ def splits_summary(splits: Sequence[int]) -> Dict[str, int]:
     return {"min": min(splits), "max": max(splits), "empty_groups": sum(1 for m in splits if m == 0)}
 
 
+def csv_list(text: Optional[str], allowed=None, what="value") -> Optional[List[str]]:
+    """A comma-separated argument as a list (None when not given); with
+    `allowed`, an unknown item exits naming the argument and the choices."""
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if allowed is not None:
+        bad = [t for t in items if t not in allowed]
+        if bad:
+            raise SystemExit(f"{what}: unknown {bad}; expected some of {list(allowed)}")
+    return items
+
+
 def select_throughput_cases(case_file: CaseFile, on_gpu: bool,
                             names: Optional[Sequence[str]]) -> List[ThroughputCase]:
     """The JSON cases on a GPU, the small CPU cases otherwise; `names` picks

@@ -51,26 +51,44 @@ def step_fn(layer, x, dy, splits, recipe, first_microbatch=None):
     return step
 
 
-def measure_case(case: ThroughputCase, device, timer, warmup: int, reps: int,
-                 routings: Sequence[str]) -> List[dict]:
+# Every step measured: bf16, each recipe, the cached-weights micro-batch.
+STEPS = {"bf16": None, **RECIPES, **CACHED}
+
+
+def case_inputs(case: ThroughputCase, device):
+    """The case's bf16 layer (no bias, as MoE experts), input (requiring grad)
+    and prepared output gradient."""
     gen = torch.Generator(device=device).manual_seed(0)
     layer = grouped_linear.GroupedLinear(case.G, case.K, case.N, bias=False,
                                          params_dtype=torch.bfloat16, device=device)
     x = (torch.randn(case.T, case.K, device=device, generator=gen)
          .to(torch.bfloat16).requires_grad_(True))
     dy = (torch.randn(case.T, case.N, device=device, generator=gen) * 0.01).to(torch.bfloat16)
+    return layer, x, dy
+
+
+def named_step(name: str, layer, x, dy, splits):
+    """The step `name` of STEPS; a cached-weights one first runs a first
+    micro-batch, which fills the cache."""
+    make = STEPS[name]
+    recipe = None if make is None else make()
+    first = None
+    if name in CACHED:
+        step_fn(layer, x, dy, splits, recipe, first_microbatch=True)()
+        first = False
+    return step_fn(layer, x, dy, splits, recipe, first_microbatch=first)
+
+
+def measure_case(case: ThroughputCase, device, timer, warmup: int, reps: int,
+                 routings: Sequence[str]) -> List[dict]:
+    layer, x, dy = case_inputs(case, device)
     records = []
     for routing in routings:
         splits = make_splits(routing, case.G, case.T)
         impls: Dict[str, dict] = {}
-        for name, make in [("bf16", None)] + list(RECIPES.items()) + list(CACHED.items()):
+        for name in STEPS:
             try:
-                recipe = None if make is None else make()
-                first = None
-                if name in CACHED:
-                    step_fn(layer, x, dy, splits, recipe, first_microbatch=True)()  # fills the cache
-                    first = False
-                fn = step_fn(layer, x, dy, splits, recipe, first_microbatch=first)
+                fn = named_step(name, layer, x, dy, splits)
                 times = timer.per_run_seconds(fn, warmup, reps)
                 med = statistics.median(times)
                 impls[name] = {"median_ms": med * 1e3, "min_ms": min(times) * 1e3,

@@ -29,6 +29,14 @@ def write_json(result: dict, path: Path) -> None:
     path.write_text(json.dumps(result, indent=1) + "\n")
 
 
+def write_diagnostic(path: str, records: list, **fields) -> None:
+    """A diagnostic's JSON (bench.tune_sm90, store_probe, step_profile): the
+    GPU, torch, its own fields, then its records."""
+    import torch
+    write_json({"device": torch.cuda.get_device_name(), "torch": torch.__version__, **fields,
+                "records": records}, Path(path))
+
+
 def fmt(value: Optional[float]) -> str:
     if value is None:
         return "-"

@@ -13,7 +13,6 @@ bench`, not one of its sections; on a GPU only.
 """
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 
@@ -23,7 +22,8 @@ from torch.profiler import ProfilerActivity, profile
 import grouped_linear
 
 from . import fp8_module
-from .cases import load_cases, make_splits
+from .cases import csv_list, load_cases, make_splits, select_throughput_cases
+from .report import write_diagnostic
 
 
 def kernel_times_us(prof, steps: int) -> dict:
@@ -63,29 +63,18 @@ def main(argv=None) -> int:
     parser.add_argument("--top", type=int, default=12, help="kernels printed per step")
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
+    cases = select_throughput_cases(load_cases(), True, csv_list(args.cases))
+    names = csv_list(args.recipes, fp8_module.STEPS, "--recipes")
     if not (torch.cuda.is_available() and grouped_linear.with_cuda):
         print("step_profile: needs a GPU and a CUDA build of grouped_linear")
         return 2
-    wanted = set(args.cases.split(","))
-    recipes = {"bf16": None, **fp8_module.RECIPES, **fp8_module.CACHED}
     device = torch.device("cuda")
     records = []
-    for case in [c for c in load_cases().throughput if c.name in wanted]:
-        gen = torch.Generator(device=device).manual_seed(0)
-        layer = grouped_linear.GroupedLinear(case.G, case.K, case.N, bias=False,
-                                             params_dtype=torch.bfloat16, device=device)
-        x = (torch.randn(case.T, case.K, device=device, generator=gen)
-             .to(torch.bfloat16).requires_grad_(True))
-        dy = (torch.randn(case.T, case.N, device=device, generator=gen) * 0.01).to(torch.bfloat16)
+    for case in cases:
+        layer, x, dy = fp8_module.case_inputs(case, device)
         splits = make_splits(args.routing, case.G, case.T)
-        for name in args.recipes.split(","):
-            make = recipes[name]
-            recipe = None if make is None else make()
-            first = None
-            if name in fp8_module.CACHED:
-                fp8_module.step_fn(layer, x, dy, splits, recipe, first_microbatch=True)()
-                first = False
-            step = fp8_module.step_fn(layer, x, dy, splits, recipe, first_microbatch=first)
+        for name in names:
+            step = fp8_module.named_step(name, layer, x, dy, splits)
             r = profile_step(step, args.steps)
             r.update(case=case.name, routing=args.routing, recipe=name)
             records.append(r)
@@ -96,9 +85,7 @@ def main(argv=None) -> int:
         del layer, x, dy
         torch.cuda.empty_cache()
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "records": records}, f, indent=1)
+        write_diagnostic(args.out, records)
     return 0
 
 

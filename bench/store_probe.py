@@ -21,8 +21,6 @@ of its sections; on a GPU only.
 """
 
 import argparse
-import json
-import statistics
 import sys
 
 import torch
@@ -31,12 +29,9 @@ import grouped_linear
 from grouped_linear import ops
 
 from . import fp8_throughput as fp8
-from .cases import load_cases, make_splits
-from .timing import CudaEventTimer
-
-
-def median_ms(timer: CudaEventTimer, fn, warmup: int, reps: int) -> float:
-    return statistics.median(timer.per_run_seconds(fn, warmup, reps)) * 1e3
+from .cases import csv_list, load_cases, make_splits, select_throughput_cases
+from .report import write_diagnostic
+from .timing import CudaEventTimer, median_ms
 
 
 def measure(case, timer, warmup: int, reps: int) -> dict:
@@ -83,11 +78,10 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=15)
     args = parser.parse_args(argv)
+    cases = select_throughput_cases(load_cases(), True, csv_list(args.cases))
     if not (torch.cuda.is_available() and grouped_linear.with_cuda):
         print("store_probe: needs a GPU and a CUDA build of grouped_linear")
         return 2
-    wanted = {c for c in args.cases.split(",") if c}
-    cases = [c for c in load_cases().throughput if not wanted or c.name in wanted]
     timer = CudaEventTimer(torch.device("cuda"))
     records = []
     for case in cases:
@@ -102,9 +96,7 @@ def main(argv=None) -> int:
               flush=True)
         torch.cuda.empty_cache()
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "records": records}, f, indent=1)
+        write_diagnostic(args.out, records)
     return 0
 
 

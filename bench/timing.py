@@ -7,6 +7,7 @@ Both timers offer:
   issue_loop(fn, calls) -> (host seconds per call, device seconds per call or None)
 """
 
+import statistics
 import time
 from typing import Callable, List, Optional, Tuple
 
@@ -85,6 +86,11 @@ class CudaEventTimer:
         end_event.record()
         self.synchronize()
         return host / calls, start_event.elapsed_time(end_event) * 1e-3 / calls
+
+
+def median_ms(timer, fn: Callable[[], object], warmup: int, reps: int) -> float:
+    """The median of `reps` timed calls of fn (after `warmup`), in milliseconds."""
+    return statistics.median(timer.per_run_seconds(fn, warmup, reps)) * 1e3
 
 
 def make_timer(device: torch.device):

@@ -16,8 +16,6 @@ GEMM of the same M, N, K measured in the same process.
 """
 
 import argparse
-import json
-import statistics
 import sys
 from typing import Dict, List
 
@@ -29,16 +27,13 @@ from . import fp8_throughput as fp8
 from . import peers
 from .cases import ROLES, ROUTINGS, load_cases, make_splits
 from .throughput import DY_SCALE, W_SCALE, X_SCALE, grouped_linear_product, relative_error
-from .timing import CudaEventTimer
+from .report import write_diagnostic
+from .timing import CudaEventTimer, median_ms
 
 ENGINE = "sm90_grouped"
 ROLE_PREFIX = {"fwd": "forward_bf16_", "dgrad": "dgrad_bf16_", "wgrad": "wgrad_bf16_"}
 FP8_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_", "dgrad": "dgrad_e5m2_bf16_",
                    "wgrad": "wgrad_e5m2_bf16_", "wgrad_main_grad": "wgrad_e5m2_to_fp32_"}
-
-
-def median_ms(timer: CudaEventTimer, fn, warmup: int, reps: int) -> float:
-    return statistics.median(timer.per_run_seconds(fn, warmup, reps)) * 1e3
 
 
 def time_kernels(fn, prefix: str, kernels: List[str], row: Dict, dense_ms: float, timer,
@@ -179,9 +174,7 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()
     finally:
         ops.set_kernel_override("cuda", ENGINE, "")
-        with open(args.out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "precision": args.precision, "records": records}, f, indent=1)
+        write_diagnostic(args.out, records, precision=args.precision)
     return 0
 
 

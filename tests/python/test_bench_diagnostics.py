@@ -1,0 +1,46 @@
+"""The benchmark's FP8 end-to-end steps and its diagnostics' arguments, on
+the CPU: every step of bench.fp8_module runs and is timed, and
+bench.step_profile / bench.store_probe refuse unknown names before they
+look for a GPU."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench import fp8_module, step_profile, store_probe  # noqa: E402
+from bench.cases import ThroughputCase  # noqa: E402
+from bench.timing import HostTimer  # noqa: E402
+
+
+def test_every_end_to_end_step_runs_on_the_cpu():
+    case = ThroughputCase("tiny", G=3, K=32, N=16, T=40)
+    [record] = fp8_module.measure_case(case, torch.device("cpu"), HostTimer(), warmup=0, reps=1,
+                                       routings=["skewed"])
+    assert list(record["impls"]) == list(fp8_module.STEPS)
+    for name, entry in record["impls"].items():
+        assert entry["median_ms"] > 0, (name, entry)
+        assert entry["speedup_over_bf16"] > 0, (name, entry)
+
+
+def test_named_step_leaves_no_gradient_behind():
+    case = ThroughputCase("tiny", G=2, K=16, N=16, T=24)
+    layer, x, dy = fp8_module.case_inputs(case, torch.device("cpu"))
+    step = fp8_module.named_step("fp8_delayed_cached_weights", layer, x, dy, [10, 14])
+    step()
+    assert layer.weight.grad is None and x.grad is None
+
+
+def test_step_profile_names_an_unknown_recipe():
+    with pytest.raises(SystemExit, match=r"--recipes: unknown \['fp9'\]; expected some of"):
+        step_profile.main(["--recipes", "bf16,fp9"])
+
+
+@pytest.mark.parametrize("main", [step_profile.main, store_probe.main], ids=["step", "store"])
+def test_diagnostics_name_an_unknown_case(main):
+    with pytest.raises(SystemExit, match=r"--cases: unknown \['no_such_case'\]"):
+        main(["--cases", "no_such_case"])
