@@ -8,6 +8,12 @@ configuration and fill it prints the failing steps and, for the first
 three, the groups, rows and columns of the bad elements.
 
     python scripts/empty_group_probe.py          (STEPS=500 by default)
+    ONLY=block STEPS=400 python scripts/empty_group_probe.py
+                                                 (configurations whose name contains ONLY)
+
+The "backward only" configurations run the forward once and repeat the
+backward (retain_graph): the forward's quantized copies are then fixed, so
+a failure there lies in the backward's quantization or GEMMs.
 
 Written to chase fuzz case 51 of the random-poison pass at seed 4321
 (G=101, T=0, K=144, N=512, fp32, blockwise scaling) and case 425 (G=209,
@@ -21,6 +27,7 @@ import grouped_linear
 
 DEV = os.environ.get("DEV", "cuda")
 STEPS = int(os.environ.get("STEPS", "500"))
+ONLY = os.environ.get("ONLY", "")
 
 
 def fill_pools(byte):
@@ -42,7 +49,9 @@ def describe_bad(bad, g_count):
     return f"{len(groups)} groups: " + "; ".join(out)
 
 
-def run(name, G, K, N, dtype, recipe, rows_splits):
+def run(name, G, K, N, dtype, recipe, rows_splits, backward_only=False):
+    if ONLY not in name:
+        return
     torch.manual_seed(0)
     module = grouped_linear.GroupedLinear(G, K, N, bias=False, params_dtype=dtype, device=DEV)
     T = sum(rows_splits)
@@ -55,13 +64,15 @@ def run(name, G, K, N, dtype, recipe, rows_splits):
         fails, shown, changed = 0, 0, 0
         first = None
         t0 = time.time()
+        y = None
         for i in range(STEPS):
             module.zero_grad(set_to_none=True)
             fill_pools(byte)
-            leaf = x.clone().requires_grad_(True)
-            with grouped_linear.autocast(enabled=recipe is not None, recipe=recipe):
-                y = module(leaf, arg)
-            y.backward(dy)
+            if y is None or not backward_only:
+                leaf = x.clone().requires_grad_(True)
+                with grouped_linear.autocast(enabled=recipe is not None, recipe=recipe):
+                    y = module(leaf, arg)
+            y.backward(dy, retain_graph=backward_only)
             g = module.weight.grad
             # Empty groups must be exactly zero (T=0 makes them all); the
             # others must repeat the first step's bits (no split reductions).
@@ -73,7 +84,8 @@ def run(name, G, K, N, dtype, recipe, rows_splits):
                 if changed <= 3:
                     diff = (g != first) & ~empty.view(G, 1, 1)
                     print(f"  {name} fill 0x{byte:02X} step {i}: non-empty groups changed, "
-                          f"{describe_bad(diff, G)}", flush=True)
+                          f"{describe_bad(diff, G)}; values (got, first) "
+                          f"{list(zip(g[diff][:4].tolist(), first[diff][:4].tolist()))}", flush=True)
             if bool(bad.any()):
                 fails += 1
                 if shown < 3:
@@ -84,7 +96,7 @@ def run(name, G, K, N, dtype, recipe, rows_splits):
                     nonfinite = int((~torch.isfinite(g) & bad).sum())
                     print(f"  {name} fill 0x{byte:02X} step {i}: {int(bad.sum())} bad, "
                           f"{unwritten} with the fill's bits, {nonfinite} non-finite; "
-                          f"{describe_bad(bad, G)}", flush=True)
+                          f"{describe_bad(bad, G)}; values {g[bad][:4].tolist()}", flush=True)
         torch.cuda.synchronize() if DEV == "cuda" else None
         print(f"{name:34s} fill 0x{byte:02X}: {fails}/{STEPS} steps bad, {changed} with "
               f"non-empty groups changed ({time.time()-t0:.1f} s)", flush=True)
@@ -101,4 +113,6 @@ run("block bf16 G101 T0 K144 N512", 101, 144, 512, torch.bfloat16, fp8.Float8Blo
 run("current bf16 G209 T0 K176 N624", 209, 176, 624, torch.bfloat16, fp8.Float8CurrentScaling(), [0] * 209)
 run("current bf16 G209 mostly-empty", 209, 176, 624, torch.bfloat16, fp8.Float8CurrentScaling(), mostly_empty)
 run("block bf16 G209 mostly-empty", 209, 176, 624, torch.bfloat16, fp8.Float8BlockScaling(), mostly_empty)
+run("block bf16 G209 backward-only mostly-empty", 209, 176, 624, torch.bfloat16,
+    fp8.Float8BlockScaling(), mostly_empty, backward_only=True)
 run("bf16 (no fp8) G101 T0 K144 N512", 101, 144, 512, torch.bfloat16, None, [0] * 101)

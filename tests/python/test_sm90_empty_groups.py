@@ -1,23 +1,27 @@
 """Empty groups in the sm90 grouped wgrad kernels (skipped without an sm_90 GPU).
 
-An empty group's wgrad multiplies a zero operand that every CTA writes into
-the launch's workspace at its start and then reads through TMA. Before the
-writes were fenced at GPU scope (grouped_gemm_sm90.cuh,
-write_group_arguments), a CTA's first tiles could read what the workspace
-held before: with freed memory full of NaN bytes, weight gradients of empty
-groups came out NaN in up to 73 of 400 steps, always in groups of the first
-wave of tiles and in column ranges that start at a warp's share of the
-zero writes (benchmarks/h200-2026-12-03-e9cf31f-empty-group-probe.txt).
-Repeated calls on one workspace hide it (the zeros of the last launch are
-still there); the module's backward, whose GEMMs and quantize kernels reuse
-each other's workspace memory, shows it.
+An empty group's weight gradient is zero (or main_grad unchanged). The
+kernels first computed it as a product of zeros that every CTA wrote into
+the launch's workspace and read back through TMA; twice that read found
+the workspace's old bytes in a CTA's first tiles (NaN weight gradients of
+empty groups, with freed memory full of NaN-like bytes):
+- at e9cf31f, per-tensor and blockwise scales, until the writes were
+  fenced at GPU scope (a434732; benchmarks/h200-2026-12-03-e9cf31f-empty-group-probe.txt);
+- still under blockwise scales with mostly-empty groups, in a few of every
+  thousand steps (scripts/empty_group_probe.py, RELIABILITY.md).
+Now empty groups get no GEMM tiles and the kernel's setup stores their
+zeros directly (grouped_gemm_sm90.cuh, zero_empty_groups). Repeated calls
+on one workspace hide such a bug (the zeros of the last launch are still
+there); the module's backward, whose GEMMs and quantize kernels reuse each
+other's workspace memory, shows it.
 
-Each case runs 200 backward steps on the same inputs, freed CUDA memory
-filled with 0xFF (NaN in every float format) before each, and checks every
-step exactly: empty groups' weight gradients are zero (or main_grad
-unchanged), non-empty groups' equal the first step's bit for bit (the
-kernels have no split reductions, so repeats are bitwise equal), and the
-first step's are within the recipe's bound of a float64 reference.
+Each case runs 1000 backward steps on the same inputs, freed CUDA memory
+filled before each with 0xFF, 0x7F or 0x41 in turn (NaN in every float
+format; NaN in E4M3; finite everywhere), and checks every step exactly:
+empty groups' weight gradients are zero (or main_grad unchanged),
+non-empty groups' equal the first step's bit for bit (the kernels have no
+split reductions, so repeats are bitwise equal), and the first step's are
+within the recipe's bound of a float64 reference.
 """
 
 import random
@@ -31,7 +35,8 @@ from grouped_linear import ops
 from gl_testutil import ref_wgrad, rel_err
 
 ENGINE = "sm90_grouped"
-STEPS = 200
+STEPS = 1000
+FILLS = (0xFF, 0x7F, 0x41)
 G, K, N = 209, 176, 624
 
 
@@ -91,7 +96,7 @@ def _run_steps(layout, recipe_name, main_grad):
         module.zero_grad(set_to_none=True)
         if main_grad:
             module.weight.main_grad = start.clone()
-        _fill_freed_memory(0xFF)
+        _fill_freed_memory(FILLS[step % len(FILLS)])
         leaf = x.clone().requires_grad_(True)
         with grouped_linear.autocast(enabled=recipe is not None, recipe=recipe):
             y = module(leaf, torch.tensor(splits))

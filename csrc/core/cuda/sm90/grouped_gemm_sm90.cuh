@@ -225,13 +225,6 @@ struct GroupedGemm {
   // of kGroupAlign columns.
   static constexpr bool kPaddedGroups = kFp8 && R == Role::kWgrad;
   static constexpr int kGroupAlign = 16;
-  // Rows of the zero operand an empty wgrad group multiplies: K = 1 for
-  // 16-bit M/N-major operands; FP8's K-major rows must be 16 bytes.
-  static constexpr int kEmptyK = kFp8 ? 16 : 1;
-  // Block-scaled: the same zeros serve as the group's scales (max(N, K)
-  // floats, one k block).
-  static_assert(!kBlockScaled || kEmptyK * sizeof(ElementA) >= sizeof(float),
-                "the zero operand must also hold one zero scale per row");
 
   // fwd adds the bias in its epilogue; dgrad and wgrad compute
   // D = alpha * acc + beta * C (beta = 1 accumulates wgrad into main_grad).
@@ -278,8 +271,6 @@ struct GroupedGemm {
     const float** ptr_sfb;
     LayoutSFA* layout_sfa;
     LayoutSFB* layout_sfb;
-    uint8_t* zeros;  // wgrad: operand bytes of empty groups, so they compute exact zeros
-    int64_t zeros_bytes;
     void* cutlass_workspace;
   };
 };
@@ -301,8 +292,53 @@ struct SetupArgs {
   bool b_scale_per_group;
   int64_t padded_columns;  // FP8 wgrad: width of the column-wise copies
   int64_t scale_columns;   // block-scaled wgrad: row stride of the column-wise scales
+  bool accumulate;         // wgrad: beta = 1 (main_grad); empty groups then keep D as it is
   int32_t host_sizes[kMaxHostGroups];
 };
+
+// Group g's size as given (host or device), negative read as 0.
+__device__ inline int64_t group_rows(const SetupArgs& args, int g) {
+  int64_t size;
+  if (args.device_sizes == nullptr)
+    size = args.host_sizes[g];
+  else if (args.device_sizes_int64)
+    size = static_cast<const int64_t*>(args.device_sizes)[g];
+  else
+    size = static_cast<const int32_t*>(args.device_sizes)[g];
+  return size < 0 ? 0 : size;
+}
+
+// wgrad, beta = 0: the weight gradient of an empty group (no rows) is zero.
+// Such groups get no GEMM tiles; every thread of the grid instead stores a
+// share of their zeros, 16 bytes at a time where D allows. (They used to
+// multiply a zero operand that each CTA wrote into the workspace and TMA
+// read back; under blockwise scales the first tiles still read the old bytes
+// in a few steps of a thousand on the H200, NaN weight gradients of empty
+// groups, so the GEMM no longer reads anything written in the same launch.)
+template <class GG>
+__device__ void zero_empty_groups(const SetupArgs& args, const int64_t* begins,
+                                  typename GG::ElementOut* d) {
+  using ElementOut = typename GG::ElementOut;
+  const int64_t cta =
+      blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + gridDim.y * blockIdx.z);
+  const int64_t threads = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z * blockDim.x;
+  const int64_t first = cta * blockDim.x + threadIdx.x;
+  const int64_t elements = args.n * args.k;
+  for (int g = 0; g < args.num_groups; ++g) {
+    // Empty as the per-group arguments see it: no rows, or all past T.
+    if (group_rows(args, g) > 0 && begins[g] < args.total_rows) continue;
+    ElementOut* out = d + static_cast<int64_t>(g) * elements;
+    const bool wide = reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
+                      (elements * static_cast<int64_t>(sizeof(ElementOut))) % 16 == 0;
+    if (wide) {
+      uint4* out16 = reinterpret_cast<uint4*>(out);
+      const int64_t vectors = elements * static_cast<int64_t>(sizeof(ElementOut)) / 16;
+      for (int64_t i = first; i < vectors; i += threads) out16[i] = make_uint4(0, 0, 0, 0);
+    } else {
+      for (int64_t i = first; i < elements; i += threads) out[i] = ElementOut(0.f);
+    }
+  }
+}
 
 // Run by every CTA before its GEMM work: scan the group sizes (warp 0, in
 // `scratch`), then write each group's shape, pointers and strides. Every CTA
@@ -317,16 +353,7 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
   using ElementB = typename GG::ElementB;
   using ElementOut = typename GG::ElementOut;
   const int groups = args.num_groups;
-  auto size_of = [&](int g) -> int64_t {
-    int64_t size;
-    if (args.device_sizes == nullptr)
-      size = args.host_sizes[g];
-    else if (args.device_sizes_int64)
-      size = static_cast<const int64_t*>(args.device_sizes)[g];
-    else
-      size = static_cast<const int32_t*>(args.device_sizes)[g];
-    return size < 0 ? 0 : size;
-  };
+  auto size_of = [&](int g) { return group_rows(args, g); };
   // Where group g's rows start: in the rows of T, (FP8 wgrad) in the
   // columns of the column-wise copies, each group rounded up to kGroupAlign,
   // and (block-scaled wgrad) in the columns of their scales, each group a
@@ -335,6 +362,7 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
   int64_t* begins = scratch;
   int64_t* padded_begins = scratch + groups;
   int64_t* block_begins = scratch + 2 * groups;
+  int64_t* any_empty = scratch + 3 * groups;  // whether a group has no rows (within T)
 
   // Warp 0: lane l sums a contiguous chunk, the lanes scan their sums with
   // shuffles, then each lane writes its chunk's exclusive prefixes.
@@ -361,7 +389,9 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
     }
     int64_t begin = inclusive - sum, padded_begin = padded_inclusive - padded_sum;
     int64_t block_begin = block_inclusive - block_sum;
+    bool empty = false;
     for (int g = first; g < last; ++g) {
+      empty = empty || size_of(g) == 0 || begin >= args.total_rows;
       begins[g] = begin;
       begin += size_of(g);
       if constexpr (GG::kPaddedGroups) {
@@ -373,10 +403,11 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
         block_begin += blocks(size_of(g));
       }
     }
+    empty = __any_sync(0xffffffffu, empty);
+    if (lane == 0) *any_empty = empty;
   }
   __syncthreads();
 
-  for (int64_t i = threadIdx.x; i < out.zeros_bytes; i += blockDim.x) out.zeros[i] = 0;
   const ElementA* a = static_cast<const ElementA*>(args.a);
   const ElementB* b = static_cast<const ElementB*>(args.b);
   ElementOut* d = static_cast<ElementOut*>(args.d);
@@ -407,11 +438,9 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
       out.ptr_a[g] = a + at * a_step;
       out.ptr_b[g] = b + at * b_step;
       out.ptr_d[g] = d + static_cast<int64_t>(g) * n * k;
-      if (m == 0) {  // CUTLASS leaves accumulators unset for K = 0: multiply zeros instead
-        gk = GG::kEmptyK;
-        out.ptr_a[g] = reinterpret_cast<const ElementA*>(out.zeros);
-        out.ptr_b[g] = reinterpret_cast<const ElementB*>(out.zeros);
-      }
+      // An empty group (K = 0) gets no tiles: CUTLASS would leave its
+      // accumulators unset. Its D is written below (zeros) or kept (main_grad).
+      if (m == 0) gm = 0, gk = 1;
     }
     out.problems[g] = cute::make_shape(gm, gn, gk);
     auto stride_a =
@@ -419,12 +448,9 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
     auto stride_b =
         cutlass::make_cute_packed_stride(typename GG::StrideB{}, cute::make_shape(gn, gk, 1));
     if constexpr (GG::kPaddedGroups) {
-      // Rows of the column-wise copies are padded_columns apart (the zero
-      // operand of an empty group is packed: kEmptyK apart).
-      if (m != 0) {
-        cute::get<0>(stride_a) = args.padded_columns;
-        cute::get<0>(stride_b) = args.padded_columns;
-      }
+      // Rows of the column-wise copies are padded_columns apart.
+      cute::get<0>(stride_a) = args.padded_columns;
+      cute::get<0>(stride_b) = args.padded_columns;
     }
     out.stride_a[g] = stride_a;
     out.stride_b[g] = stride_b;
@@ -442,25 +468,20 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
           R, g, begin, GG::kColumnScaleBlocks ? block_begins[g] : 0, n, k, args.scale_columns);
       const float* sfa = args.a_scale_inv + at_g.a_offset;
       const float* sfb = args.b_scale_inv + at_g.b_offset;
-      int sfa_stride = static_cast<int>(at_g.a_row_stride),
-          sfb_stride = static_cast<int>(at_g.b_row_stride);
-      if (R == Role::kWgrad && m == 0) {  // the zero operand's scales: zeros, one k block
-        sfa = sfb = reinterpret_cast<const float*>(out.zeros);
-        sfa_stride = sfb_stride = 1;
-      }
+      const int sfa_stride = static_cast<int>(at_g.a_row_stride),
+                sfb_stride = static_cast<int>(at_g.b_row_stride);
       out.ptr_sfa[g] = sfa;
       out.ptr_sfb[g] = sfb;
       out.layout_sfa[g] = k_major_scales<LayoutSFA, 1>(gm, gk, sfa_stride);
       out.layout_sfb[g] = k_major_scales<LayoutSFB, kGranularityN>(gn, gk, sfb_stride);
     }
   }
-  // The zeros are read by TMA: the async proxy, through L2, issued by another
-  // warp. A CTA-scope barrier alone leaves other warps' stores possibly not
-  // yet performed at L2, and the loads of a CTA's first tiles then read
-  // whatever the workspace held before (fuzz and empty-group probe on the
-  // H200: NaN weight gradients of empty groups, from the warps whose zeros
-  // had not landed). So each thread makes its stores visible at GPU scope,
-  // orders them before async-proxy accesses, then the CTA synchronizes.
+  if constexpr (R == Role::kWgrad) {
+    if (!args.accumulate && *any_empty != 0) zero_empty_groups<GG>(args, begins, d);
+  }
+  // The GEMM reads the arrays with ordinary loads after the barrier, which
+  // the barrier alone orders. The GPU-scope and async-proxy fences stay as a
+  // guard: no async-proxy reader (TMA) may see the workspace's old bytes.
   __threadfence();
   asm volatile("fence.proxy.async.global;" ::: "memory");
   __syncthreads();
@@ -504,14 +525,8 @@ struct GroupedGemmRunner {
   using Kernel = typename GG::Kernel;
   using Params = typename GG::Params;
   static constexpr int kSharedBytes = Kernel::SharedStorageSize;
-  static_assert(kSharedBytes >= 3 * kMaxGroups * static_cast<int>(sizeof(int64_t)),
+  static_assert(kSharedBytes >= (3 * kMaxGroups + 1) * static_cast<int>(sizeof(int64_t)),
                 "the group-size scan borrows the GEMM's shared memory");
-
-  // The zero operand of empty wgrad groups: max(N, K) rows of kEmptyK elements.
-  static int64_t zeros_bytes(const GroupedLaunch& l) {
-    constexpr int64_t element = std::max(sizeof(ElementA), sizeof(ElementB));
-    return R == Role::kWgrad ? std::max(l.n, l.k) * GG::kEmptyK * element : 0;
-  }
 
   static typename Kernel::Arguments arguments(const GroupedLaunch& l,
                                               const typename GG::Arrays& arrays) {
@@ -581,8 +596,6 @@ struct GroupedGemmRunner {
         static_cast<typename GG::LayoutSFA*>(take(scaled * sizeof(typename GG::LayoutSFA)));
     arrays->layout_sfb =
         static_cast<typename GG::LayoutSFB*>(take(scaled * sizeof(typename GG::LayoutSFB)));
-    arrays->zeros_bytes = zeros_bytes(l);
-    arrays->zeros = static_cast<uint8_t*>(take(arrays->zeros_bytes));
     arrays->cutlass_workspace = reinterpret_cast<void*>(p + offset);
     return offset;
   }
@@ -605,10 +618,9 @@ struct GroupedGemmRunner {
     float beta = 0.f;
     bool bias = false;
     const void* workspace = nullptr;
-    // Where CUTLASS's own workspace starts: after the argument arrays and the
-    // wgrad zero operand, whose size follows max(N, K). A same-address
-    // workspace for another N or K moves it, and Params reused with the old
-    // address would let the kernel's tensor maps and the zero operand overlap.
+    // Where CUTLASS's own workspace starts, after the argument arrays (its
+    // offset follows the group count today; compared anyway, so that a
+    // layout change cannot let reused Params point into the arrays).
     const void* cutlass_workspace = nullptr;
     Params params;
   };
@@ -678,6 +690,7 @@ struct GroupedGemmRunner {
     setup.b_scale_per_group = l.b_scale_per_group;
     setup.padded_columns = l.padded_columns;
     setup.scale_columns = l.scale_columns;
+    setup.accumulate = l.beta != 0.f;
     if (l.device_sizes == nullptr)
       for (int g = 0; g < l.num_groups; ++g)
         setup.host_sizes[g] = static_cast<int32_t>(l.host_sizes[g]);
