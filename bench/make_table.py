@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import List
 
 from .cases import REPO_ROOT
-from .report import (RATIO_NOTE, Notes, Table, host_tables, python_layer_table,
-                     throughput_table)
+from .report import (MODE_LABELS, RATIO_NOTE, Notes, Table, fmt, host_tables,
+                     python_layer_table, throughput_table)
 
 
 def render_markdown(table: Table) -> str:
@@ -249,6 +249,48 @@ def end_to_end_comparison(base_records, later_records) -> Table:
     return ["case", "routing"] + names, rows, 2
 
 
+def host_comparison(base_records, later_records) -> Table:
+    """µs of host time per call in both runs (before → now), every column of
+    the later run: bf16 and torch's autograd floor show how fast each host was."""
+    base = {(r["case"], r["mode"]): r for r in base_records if "impls" in r}
+    names: List[str] = []
+    for r in later_records:
+        names += [n for n in r.get("impls", {}) if n not in names and n != "loop_F.linear"]
+    rows = []
+    for r in later_records:
+        if "impls" not in r:
+            continue
+        then = base.get((r["case"], r["mode"]), {}).get("impls", {})
+        row = [r["case"], str(r["G"]), MODE_LABELS.get(r["mode"], r["mode"])]
+        for n in names:
+            cells = [fmt(e["host_us"]) if "host_us" in e else "-"
+                     for e in (then.get(n, {}), r["impls"].get(n, {}))]
+            row.append(" → ".join(cells))
+        rows.append(row)
+    return ["case", "G", "mode"] + names, rows, 3
+
+
+def host_ab_table(ab: dict) -> Table:
+    """bench.host_ab: µs per call of two builds, alternating processes."""
+    labels = list(ab.get("builds", {}))
+    rows = []
+    for r in ab["records"]:
+        row = [r["case"], MODE_LABELS.get(r["mode"], r["mode"]), r["impl"]]
+        row += [fmt(r["host_us"].get(label)) for label in labels]
+        row.append(f"{r['ratio']:.2f}" if r.get("ratio") is not None else "-")
+        rows.append(row)
+    return ["case", "mode", "implementation"] + labels + [f"{labels[-1]} / {labels[0]}"], rows, 3
+
+
+def render_host_ab(ab: dict, source: str) -> str:
+    return "\n".join([
+        "### Host overhead of two builds, alternating processes", "",
+        f"`python -m bench.host_ab`, {ab.get('rounds')} rounds, each a median of "
+        f"{ab.get('batches')} batches of {ab.get('calls')} calls; per build the median over "
+        f"rounds; source `{source}`.", "",
+        render_markdown(host_ab_table(ab))]) + "\n"
+
+
 def render_comparison(base: dict, later: dict, source: str) -> str:
     meta = later.get("meta", {})
     out = [f"## Re-run at `{meta.get('commit', '?')}`", "",
@@ -265,6 +307,10 @@ def render_comparison(base: dict, later: dict, source: str) -> str:
         out += ["", "### FP8 end to end (ms per step, before → now)", "",
                 render_markdown(end_to_end_comparison(base.get("fp8_end_to_end", []),
                                                       later["fp8_end_to_end"]))]
+    if later.get("host_overhead"):
+        out += ["", "### Host overhead (µs per call, before → now)", "",
+                render_markdown(host_comparison(base.get("host_overhead", []),
+                                                later["host_overhead"]))]
     return "\n".join(out) + "\n"
 
 
@@ -284,6 +330,7 @@ def main(argv=None) -> int:
     parser.add_argument("--append", help="a Markdown file (hand-written reading of the "
                         "figures) to add at the end")
     parser.add_argument("--compare", help="a later result JSON: its ratios beside this one's")
+    parser.add_argument("--host-ab", help="a `python -m bench.host_ab` JSON to add as a table")
     args = parser.parse_args(argv)
     path = Path(args.result) if args.result else newest_result()
     # The plot `python -m bench` draws beside its JSON, linked relative to
@@ -299,6 +346,9 @@ def main(argv=None) -> int:
         later_path = Path(args.compare)
         text += "\n" + render_comparison(result, json.loads(later_path.read_text()),
                                           later_path.name)
+    if args.host_ab:
+        ab_path = Path(args.host_ab)
+        text += "\n" + render_host_ab(json.loads(ab_path.read_text()), ab_path.name)
     if args.tuning:
         tune_path = Path(args.tuning)
         text += "\n" + render_tuning(json.loads(tune_path.read_text()), tune_path.name)

@@ -25,6 +25,19 @@ at::Tensor forward_into_input_shape(const at::Tensor& inp, const at::Tensor& x, 
   return y;
 }
 
+// What backward needs besides X and W, as one C++ value in one saved_data
+// entry (a capsule) rather than a dictionary of boxed values, which cost
+// microseconds of host time per call.
+struct BackwardState : public torch::CustomClassHolder {
+  GroupSplits splits;
+  std::vector<int64_t> inp_sizes;
+  bool fuse_wgrad = false, overwrite_main_grad = false, has_bias = false;
+  at::Tensor main_grad;  // defined: fused accumulation into it
+  c10::intrusive_ptr<WgradStore> wgrad_store;
+};
+
+constexpr const char* kBackwardStateKey = "state";
+
 struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFunction> {
   // Optional tensors travel as std::optional: torch's C++ Function records
   // every at::Tensor argument as an input and cannot take an undefined one.
@@ -38,17 +51,16 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
     const at::Tensor y = forward_into_input_shape(inp, x, w, as_grouped_bias(bias), splits);
 
     ctx->save_for_backward({x, weight});
-    if (splits.device.defined())
-      ctx->saved_data["splits_device"] = splits.device;
-    else
-      ctx->saved_data["splits_host"] = splits.host;
-    ctx->saved_data["inp_sizes"] = inp.sizes().vec();
-    ctx->saved_data["fuse_wgrad"] = config.fuse_wgrad_accumulation;
-    if (config.fuse_wgrad_accumulation && main_grad.has_value())
-      ctx->saved_data["main_grad"] = *main_grad;
-    ctx->saved_data["overwrite_main_grad"] = overwrite_main_grad;
-    ctx->saved_data["has_bias"] = bias.defined();
-    if (config.wgrad_store) ctx->saved_data["wgrad_store"] = store_capsule(config.wgrad_store);
+    auto b = c10::make_intrusive<BackwardState>();
+    b->splits = splits;
+    b->inp_sizes = inp.sizes().vec();
+    b->fuse_wgrad = config.fuse_wgrad_accumulation;
+    if (config.fuse_wgrad_accumulation && main_grad.has_value()) b->main_grad = *main_grad;
+    b->overwrite_main_grad = overwrite_main_grad;
+    b->has_bias = bias.defined();
+    b->wgrad_store = config.wgrad_store;
+    ctx->saved_data[kBackwardStateKey] =
+        c10::IValue::make_capsule(c10::intrusive_ptr<torch::CustomClassHolder>(std::move(b)));
     return y;
   }
 
@@ -58,31 +70,25 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
     const at::Tensor& weight = saved[1];
     const at::Tensor w = as_grouped_weight(weight);
     const int64_t n = w.size(1);
-
-    GroupSplits splits;
-    auto device_it = ctx->saved_data.find("splits_device");
-    if (device_it != ctx->saved_data.end()) {
-      splits.device = device_it->second.toTensor();
-      splits.num_groups = splits.device.numel();
-    } else {
-      splits = splits_from_host(ctx->saved_data["splits_host"].toIntVector());
-    }
+    // Only forward above makes this capsule, so the downcast is safe.
+    const BackwardState& b =
+        *static_cast<const BackwardState*>(ctx->saved_data[kBackwardStateKey].toCapsule().get());
+    const GroupSplits& splits = b.splits;
 
     const at::Tensor dy = as_rows(grad_outputs[0], n, "grad_output", "out_features");
     at::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) {
-      const auto inp_sizes = ctx->saved_data["inp_sizes"].toIntVector();
-      dx = grouped_dgrad(dy, w, splits).view(inp_sizes);
+      dx = grouped_dgrad(dy, w, splits).view(b.inp_sizes);
     }
 
-    const bool fuse = ctx->saved_data["fuse_wgrad"].toBool();
+    const bool fuse = b.fuse_wgrad;
     WgradRequest request;
     request.weight_grad = ctx->needs_input_grad(1);
-    request.bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
-    if (request.weight_grad && fuse && ctx->saved_data.count("main_grad")) {
+    request.bias_grad = b.has_bias && ctx->needs_input_grad(2);
+    if (request.weight_grad && fuse && b.main_grad.defined()) {
       // Written, not added to, on the first micro-batch.
-      request.accumulate = !ctx->saved_data["overwrite_main_grad"].toBool();
-      request.grad_weight = as_grouped_weight(ctx->saved_data["main_grad"].toTensor());
+      request.accumulate = !b.overwrite_main_grad;
+      request.grad_weight = as_grouped_weight(b.main_grad);
     }
     if (request.weight_grad || request.bias_grad) {
       const std::vector<int64_t> weight_sizes = weight.sizes().vec();
@@ -97,10 +103,9 @@ struct GroupedLinearFunction : public torch::autograd::Function<GroupedLinearFun
           db_out = weight_sizes.size() == 2 ? grads.second.view({n}) : grads.second;
         return std::make_pair(dw_out, db_out);
       };
-      auto store_it = ctx->saved_data.find("wgrad_store");
-      if (store_it != ctx->saved_data.end()) {
+      if (b.wgrad_store) {
         // delay_wgrad_compute: dY and X live on in the stash until backward_dw.
-        store_from_capsule(store_it->second)->push(DeferredWgrad{weight_sizes, compute});
+        b.wgrad_store->push(DeferredWgrad{weight_sizes, compute});
       } else {
         std::tie(dw, db) = compute();
       }

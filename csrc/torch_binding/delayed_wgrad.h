@@ -33,9 +33,9 @@ struct DeferredWgrad {
   std::function<std::pair<at::Tensor, at::Tensor>()> compute;
 };
 
-// CustomClassHolder: the autograd node keeps the store in its saved_data (an
-// IValue capsule). The lock: backward may run on autograd's device threads
-// while the caller's thread runs backward_dw.
+// Reference-counted (intrusive_ptr): the module and every autograd node whose
+// backward stashes into it hold it. The lock: backward may run on autograd's
+// device threads while the caller's thread runs backward_dw.
 class WgradStore : public torch::CustomClassHolder {
  public:
   void push(DeferredWgrad entry) {
@@ -74,15 +74,5 @@ class WgradStore : public torch::CustomClassHolder {
 // does), or leaves them in main_grad. Returns false, doing nothing, when
 // nothing is stashed. `bias` may be undefined.
 bool run_backward_dw(WgradStore& store, const at::Tensor& weight, const at::Tensor& bias);
-
-// The store in and out of an autograd node's saved_data.
-inline c10::IValue store_capsule(const c10::intrusive_ptr<WgradStore>& store) {
-  return c10::IValue::make_capsule(c10::intrusive_ptr<torch::CustomClassHolder>(store));
-}
-inline c10::intrusive_ptr<WgradStore> store_from_capsule(const c10::IValue& value) {
-  // Only store_capsule makes these capsules, so the downcast is safe.
-  return c10::intrusive_ptr<WgradStore>::reclaim_copy(
-      static_cast<WgradStore*>(value.toCapsule().get()));
-}
 
 }  // namespace grouped_linear::torch_binding

@@ -13,7 +13,6 @@
 #include "torch_binding/fp8_state.h"
 #include "torch_binding/fp8_tensors.h"
 #include "torch_binding/grouped_ops.h"
-#include "torch_binding/recipe_ints.h"
 #include "torch_binding/tensor_views.h"
 
 namespace grouped_linear::torch_binding {
@@ -66,23 +65,6 @@ void check_inputs(const at::Tensor& inp, const at::Tensor& w, const at::Tensor& 
   check_split_count(splits, w.size(0));
 }
 
-// ---- the recipe through saved_data ------------------------------------------------
-
-// The recipe in saved_data: recipe_ints, then the block sizes.
-std::vector<int64_t> encode(const fp8::Recipe& r) {
-  std::vector<int64_t> v = recipe_ints(r);
-  v.insert(v.end(), {r.activation_block_rows, r.weight_block_rows, r.block_cols});
-  return v;
-}
-
-fp8::Recipe decode(const std::vector<int64_t>& v) {
-  fp8::Recipe r = recipe_from_ints(at::IntArrayRef(v).slice(0, kRecipeInts));
-  r.activation_block_rows = static_cast<int>(v[kRecipeInts]);
-  r.weight_block_rows = static_cast<int>(v[kRecipeInts + 1]);
-  r.block_cols = static_cast<int>(v[kRecipeInts + 2]);
-  return r;
-}
-
 fp8::ScaleState scale_state(const at::Tensor& scale, const at::Tensor& history) {
   fp8::ScaleState s;
   if (scale.defined()) s.scale = scale.data_ptr<float>();
@@ -92,23 +74,16 @@ fp8::ScaleState scale_state(const at::Tensor& scale, const at::Tensor& history) 
 
 // ---- forward ------------------------------------------------------------------------
 
-// The weight for this forward: the cached copy when is_first_microbatch is
-// False and the cache holds what is needed, else freshly quantized (and
-// cached when is_first_microbatch is given; None drops any cache).
-Fp8Weight weight_for_forward(Fp8ModuleState& state, const at::Tensor& w, const QuantizeSpec& spec,
-                             bool columnwise, const std::optional<bool>& first) {
-  if (first.has_value() && !*first && state.weight_cache().has_value()) {
-    const Fp8Weight& cache = *state.weight_cache();
-    if (cache.row.defined() && (!columnwise || cache.col.defined()) &&
-        cache.row.device() == w.device() && cache.row.sizes() == w.sizes())
-      return cache;
-  }
-  Fp8Weight q = quantize_weight(w, spec, /*rowwise=*/true, columnwise, state.weight_state());
-  if (first.has_value())
-    state.set_weight_cache(q);
-  else
-    state.drop_weight_cache();
-  return q;
+// The cached FP8 weight, when is_first_microbatch is False and the cache
+// holds the copies this forward needs; else none.
+const Fp8Weight* cached_weight(const Fp8ModuleState& state, const at::Tensor& w, bool columnwise,
+                               const std::optional<bool>& first) {
+  if (!first.has_value() || *first || !state.weight_cache().has_value()) return nullptr;
+  const Fp8Weight& cache = *state.weight_cache();
+  if (cache.row.defined() && (!columnwise || cache.col.defined()) &&
+      cache.row.device() == w.device() && cache.row.sizes() == w.sizes())
+    return &cache;
+  return nullptr;
 }
 
 struct Fp8Forward {
@@ -126,8 +101,20 @@ Fp8Forward run_forward(const at::Tensor& inp, const at::Tensor& x, const at::Ten
   state.begin_forward(recipe, x.device());
   const QuantizeSpec spec = forward_spec(recipe);
   Fp8Forward out;
-  out.x = quantize_activation(x, splits, spec, /*rowwise=*/true, x_columnwise, state.input_state());
-  out.w = weight_for_forward(state, w, spec, w_columnwise, first);
+  if (const Fp8Weight* cache = cached_weight(state, w, w_columnwise, first)) {
+    out.x =
+        quantize_activation(x, splits, spec, /*rowwise=*/true, x_columnwise, state.input_state());
+    out.w = *cache;
+  } else {
+    // X and W in one quantize operation; the fresh weight is cached when
+    // is_first_microbatch is given, and None drops any cache.
+    std::tie(out.x, out.w) = quantize_forward_operands(x, splits, x_columnwise, state.input_state(),
+                                                       w, w_columnwise, state.weight_state(), spec);
+    if (first.has_value())
+      state.set_weight_cache(out.w);
+    else
+      state.drop_weight_cache();
+  }
 
   std::vector<int64_t> shape(inp.sizes().begin(), inp.sizes().end());
   shape.back() = w.size(1);
@@ -152,6 +139,27 @@ Fp8Forward run_forward(const at::Tensor& inp, const at::Tensor& x, const at::Ten
 // ---- the autograd node ---------------------------------------------------------------
 
 enum Saved { kX = 0, kXScaleInv, kW, kWScaleInv, kSavedCount };
+
+// What backward needs besides the saved tensors, as one C++ value in one
+// saved_data entry (a capsule): a per-call dictionary of a dozen IValues
+// (string keys, boxed vectors) cost several microseconds of host time each
+// way. The state's buffers are shared, not copied: backward records dY's
+// amax into the backward history, and with save_original_input casts X with
+// the input's scale as it is then.
+struct Fp8BackwardState : public torch::CustomClassHolder {
+  GroupSplits splits;
+  std::vector<int64_t> inp_sizes, weight_sizes;
+  at::ScalarType weight_dtype = at::kFloat;
+  int64_t groups = 0, n = 0, k = 0, t = 0;
+  fp8::Recipe recipe;
+  bool keep_input = false, fuse_wgrad = false, overwrite_main_grad = false, has_bias = false;
+  at::Tensor main_grad;  // defined: fused accumulation into it
+  c10::intrusive_ptr<WgradStore> wgrad_store;
+  bool delayed = false;
+  at::Tensor bwd_scale, bwd_history, fwd_scale;
+};
+
+constexpr const char* kBackwardStateKey = "fp8";
 
 struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLinearFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& inp, const at::Tensor& weight,
@@ -183,93 +191,79 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
       saved[kWScaleInv] = f.w.col_scale_inv;
     }
     ctx->save_for_backward(saved);
-    if (splits.device.defined())
-      ctx->saved_data["splits_device"] = splits.device;
-    else
-      ctx->saved_data["splits_host"] = splits.host;
-    ctx->saved_data["inp_sizes"] = inp.sizes().vec();
-    ctx->saved_data["weight_sizes"] = weight.sizes().vec();
-    ctx->saved_data["weight_dtype"] = static_cast<int64_t>(weight.scalar_type());
-    ctx->saved_data["shape"] = std::vector<int64_t>{w.size(0), w.size(1), w.size(2), x.size(0)};
-    ctx->saved_data["recipe"] = encode(recipe);
-    ctx->saved_data["keep_input"] = keep_input;
-    ctx->saved_data["fuse_wgrad"] = config.fuse_wgrad_accumulation;
-    if (config.fuse_wgrad_accumulation && main_grad.has_value())
-      ctx->saved_data["main_grad"] = *main_grad;
-    ctx->saved_data["overwrite_main_grad"] = call.is_first_microbatch.value_or(false);
-    ctx->saved_data["has_bias"] = bias.defined();
-    if (config.wgrad_store) ctx->saved_data["wgrad_store"] = store_capsule(config.wgrad_store);
-    // The state's buffers (shared, not copies): backward records the amax of
-    // dY into the backward history; with save_original_input, X is cast in
-    // backward with the input's current scale.
+
+    auto b = c10::make_intrusive<Fp8BackwardState>();
+    b->splits = splits;
+    b->inp_sizes = inp.sizes().vec();
+    b->weight_sizes = weight.sizes().vec();
+    b->weight_dtype = weight.scalar_type();
+    b->groups = w.size(0);
+    b->n = w.size(1);
+    b->k = w.size(2);
+    b->t = x.size(0);
+    b->recipe = recipe;
+    b->keep_input = keep_input;
+    b->fuse_wgrad = config.fuse_wgrad_accumulation;
+    if (config.fuse_wgrad_accumulation && main_grad.has_value()) b->main_grad = *main_grad;
+    b->overwrite_main_grad = call.is_first_microbatch.value_or(false);
+    b->has_bias = bias.defined();
+    b->wgrad_store = config.wgrad_store;
     if (state.delayed() && recipe.kind == fp8::RecipeKind::kDelayed) {
-      ctx->saved_data["bwd_scale"] = state.bwd_scale();
-      ctx->saved_data["bwd_history"] = state.bwd_history();
-      ctx->saved_data["fwd_scale"] = state.fwd_scale();
+      b->delayed = true;
+      b->bwd_scale = state.bwd_scale();
+      b->bwd_history = state.bwd_history();
+      b->fwd_scale = state.fwd_scale();
     }
+    ctx->saved_data[kBackwardStateKey] =
+        c10::IValue::make_capsule(c10::intrusive_ptr<torch::CustomClassHolder>(std::move(b)));
     return f.y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
-    const fp8::Recipe recipe = decode(ctx->saved_data["recipe"].toIntVector());
-    const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
-    const int64_t groups = shape[0], n = shape[1], k = shape[2], t = shape[3];
-    const bool delayed = ctx->saved_data.count("bwd_scale") > 0;
-    const auto tensor_or_none = [&](const char* key) {
-      auto it = ctx->saved_data.find(key);
-      return it == ctx->saved_data.end() ? at::Tensor() : it->second.toTensor();
-    };
-
-    GroupSplits splits;
-    auto device_it = ctx->saved_data.find("splits_device");
-    if (device_it != ctx->saved_data.end()) {
-      splits.device = device_it->second.toTensor();
-      splits.num_groups = splits.device.numel();
-    } else {
-      splits = splits_from_host(ctx->saved_data["splits_host"].toIntVector());
-    }
+    // Only forward above makes this capsule, so the downcast is safe.
+    const Fp8BackwardState& b =
+        *static_cast<const Fp8BackwardState*>(ctx->saved_data[kBackwardStateKey].toCapsule().get());
+    const fp8::Recipe& recipe = b.recipe;
+    const int64_t groups = b.groups, n = b.n, k = b.k, t = b.t;
+    const GroupSplits& splits = b.splits;
 
     const at::Tensor dy = as_rows(grad_outputs[0], n, "grad_output", "out_features");
     const bool input_grad = ctx->needs_input_grad(0);
     const bool weight_grad = ctx->needs_input_grad(1);
-    const bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
+    const bool bias_grad = b.has_bias && ctx->needs_input_grad(2);
 
     at::Tensor dx, dw, db;
     // The bias gradient in the bias' dtype (that of dY), summed in fp32.
     at::Tensor grad_bias = bias_grad ? at::empty({groups, n}, dy.options()) : at::Tensor();
     const fp8::ScaleState dy_state =
-        delayed ? scale_state(tensor_or_none("bwd_scale"), tensor_or_none("bwd_history"))
-                : fp8::ScaleState{};
+        b.delayed ? scale_state(b.bwd_scale, b.bwd_history) : fp8::ScaleState{};
     const Fp8Activation dyq =
         quantize_grad_output(dy, splits, recipe, input_grad, weight_grad, dy_state, grad_bias);
 
     if (input_grad)
       dx = fp8_dgrad_rows(dy, dyq, splits, saved[kW], saved[kWScaleInv], recipe, k)
-               .view(ctx->saved_data["inp_sizes"].toIntVector());
+               .view(b.inp_sizes);
 
     // delay_wgrad_compute: the wgrad below (and the bias gradient, already
     // summed) is stashed for backward_dw; dY's row-wise copy is not kept.
-    c10::intrusive_ptr<WgradStore> store;
-    if (auto it = ctx->saved_data.find("wgrad_store"); it != ctx->saved_data.end())
-      store = store_from_capsule(it->second);
-    const std::vector<int64_t> weight_sizes = ctx->saved_data["weight_sizes"].toIntVector();
+    const c10::intrusive_ptr<WgradStore>& store = b.wgrad_store;
+    const std::vector<int64_t>& weight_sizes = b.weight_sizes;
     std::function<at::Tensor()> compute_dw;
 
     if (weight_grad) {
       // save_original_input: X is cast now, with the input's scale as it is
       // now (delayed scaling; its amax was recorded in forward).
       const fp8::ScaleState x_state =
-          delayed ? scale_state(tensor_or_none("fwd_scale"), at::Tensor()) : fp8::ScaleState{};
-      const Fp8Activation xq =
-          input_for_wgrad(saved[kX], saved[kXScaleInv], ctx->saved_data["keep_input"].toBool(),
-                          splits, recipe, t, k, x_state);
-      const bool fuse = ctx->saved_data["fuse_wgrad"].toBool();
-      const at::Tensor main_grad = tensor_or_none("main_grad");
+          b.delayed ? scale_state(b.fwd_scale, at::Tensor()) : fp8::ScaleState{};
+      const Fp8Activation xq = input_for_wgrad(saved[kX], saved[kXScaleInv], b.keep_input, splits,
+                                               recipe, t, k, x_state);
+      const bool fuse = b.fuse_wgrad;
+      const at::Tensor& main_grad = b.main_grad;
       const bool into_main_grad = fuse && main_grad.defined();
       // Written, not added to, on the first micro-batch (is_first_microbatch).
-      const bool accumulate = into_main_grad && !ctx->saved_data["overwrite_main_grad"].toBool();
-      const at::ScalarType weight_dtype = saved_weight_dtype(ctx);
+      const bool accumulate = into_main_grad && !b.overwrite_main_grad;
+      const at::ScalarType weight_dtype = b.weight_dtype;
       Fp8Activation dy_col = dyq;  // only the column-wise copy is needed from here on
       dy_col.row = dy_col.row_scale_inv = at::Tensor();
       const bool split_accumulator = recipe.wgrad_split_accumulator;
@@ -306,10 +300,6 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
       dw = compute_dw();
     }
     return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
-  }
-
-  static at::ScalarType saved_weight_dtype(AutogradContext* ctx) {
-    return static_cast<at::ScalarType>(ctx->saved_data["weight_dtype"].toInt());
   }
 };
 

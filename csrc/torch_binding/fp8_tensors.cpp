@@ -114,6 +114,45 @@ void view_copy(const at::Tensor& codes, const at::Tensor& scale_inv, const Quant
   out_scale = scale_view(scale_inv, spec.blockwise(), block_rows, spec.block_cols);
 }
 
+// One quantized copy's codes and scale_inv in a single allocation: the codes
+// first (1 byte each), the float32 scales from the next 256-byte boundary. An
+// FP8 call makes up to three copies (X, W, dY), so this halves its trips to
+// the caching allocator, the largest share of its host time after the
+// launches. Both tensors are built on the block's storage directly, with no
+// dispatcher call; each keeps the block alive, so a copy dropped after the
+// forward (the row-wise X) frees its scales with its codes.
+struct CodesAndScales {
+  at::Tensor codes, scale_inv;
+};
+
+constexpr int64_t kScaleAlignment = 256;
+
+at::Tensor tensor_on(const at::Tensor& block, at::ScalarType type, int64_t element_offset,
+                     at::IntArrayRef sizes) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(block.storage()), block.key_set(),
+                                                   c10::scalarTypeToTypeMeta(type));
+  impl->set_sizes_contiguous(sizes);
+  impl->set_storage_offset(element_offset);
+  return at::Tensor(std::move(impl));
+}
+
+CodesAndScales allocate_copy(at::IntArrayRef code_sizes, const QuantizeSpec& spec,
+                             at::IntArrayRef scale_sizes, const at::TensorOptions& options) {
+  const at::ScalarType code_type = code_scalar_type(spec.format);
+  if (spec.scales_apart)
+    return {at::empty(code_sizes, options.dtype(code_type)),
+            at::empty(scale_sizes, options.dtype(at::kFloat))};
+  const int64_t code_bytes = c10::multiply_integers(code_sizes);
+  const int64_t scale_offset =
+      (code_bytes + kScaleAlignment - 1) / kScaleAlignment * kScaleAlignment;
+  const int64_t scale_bytes =
+      static_cast<int64_t>(sizeof(float)) * c10::multiply_integers(scale_sizes);
+  const at::Tensor block = at::empty({scale_offset + scale_bytes}, options.dtype(at::kByte));
+  return {tensor_on(block, code_type, 0, code_sizes),
+          tensor_on(block, at::kFloat, scale_offset / static_cast<int64_t>(sizeof(float)),
+                    scale_sizes)};
+}
+
 }  // namespace
 
 fp8::QuantizedActivation Fp8Activation::view() const {
@@ -136,31 +175,36 @@ fp8::QuantizedWeight Fp8Weight::view() const {
   return q;
 }
 
-Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits,
-                                  const QuantizeSpec& spec, bool rowwise, bool columnwise,
-                                  const fp8::ScaleState& state, const at::Tensor& dbias) {
+namespace {
+
+// Allocates the copies asked for into `q` and describes the cast that fills them.
+fp8::ActivationQuantize activation_request(const at::Tensor& x, const GroupSplits& splits,
+                                           const QuantizeSpec& spec, bool rowwise, bool columnwise,
+                                           const fp8::ScaleState& state, Fp8Activation& q) {
   const int64_t t = x.size(0), c = x.size(1), groups = splits.num_groups;
-  const at::TensorOptions codes = x.options().dtype(code_scalar_type(spec.format));
-  const at::TensorOptions scales = x.options().dtype(at::kFloat);
   const int64_t block = spec.block_cols;
-  Fp8Activation q;
+  const int64_t one = 1;
   q.spec = spec;
   q.rows = t;
   q.cols = c;
   if (rowwise) {
-    q.row = at::empty({t, c}, codes);
-    q.row_scale_inv =
-        spec.blockwise() ? at::empty({t, ceil_div(c, block)}, scales) : at::empty({1}, scales);
+    const int64_t blocks[] = {t, ceil_div(c, block)};
+    auto copy = allocate_copy({t, c}, spec,
+                              spec.blockwise() ? at::IntArrayRef(blocks) : at::IntArrayRef(one),
+                              x.options());
+    q.row = std::move(copy.codes);
+    q.row_scale_inv = std::move(copy.scale_inv);
   }
   if (columnwise) {
     // Padding between groups is zero (written by the quantize op), so a
     // GEMM tile that reads past a group's last column multiplies zeros.
-    q.col = at::empty({c, fp8::padded_columns(t, groups)}, codes);
-    q.col_scale_inv = spec.blockwise()
-                          ? at::empty({c, fp8::column_block_capacity(t, groups, block)}, scales)
-                          : at::empty({1}, scales);
+    const int64_t blocks[] = {c, fp8::column_block_capacity(t, groups, block)};
+    auto copy = allocate_copy({c, fp8::padded_columns(t, groups)}, spec,
+                              spec.blockwise() ? at::IntArrayRef(blocks) : at::IntArrayRef(one),
+                              x.options());
+    q.col = std::move(copy.codes);
+    q.col_scale_inv = std::move(copy.scale_inv);
   }
-  c10::OptionalDeviceGuard guard(x.device());
   fp8::ActivationQuantize request;
   request.input = matrix_view(x, "inp");
   request.splits = splits.view();
@@ -170,32 +214,25 @@ Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits
   request.power_2_scales = spec.power_2_scales;
   request.state = state;
   request.out = q.view();
-  if (dbias.defined()) request.dbias = grouped_view(dbias.unsqueeze(1), "grad_bias");
-  fp8::quantize_activation(request, exec_context(x.device()));
-  return q;
+  return request;
 }
 
-Fp8Weight quantize_weight(const at::Tensor& w, const QuantizeSpec& spec, bool rowwise,
-                          bool columnwise, const fp8::ScaleState& state) {
+fp8::WeightQuantize weight_request(const at::Tensor& w, const QuantizeSpec& spec, bool rowwise,
+                                   bool columnwise, const fp8::ScaleState& state, Fp8Weight& q) {
   const int64_t groups = w.size(0), n = w.size(1), k = w.size(2);
-  const at::TensorOptions codes = w.options().dtype(code_scalar_type(spec.format));
-  const at::TensorOptions scales = w.options().dtype(at::kFloat);
   const int64_t br = spec.weight_block_rows, bc = spec.block_cols;
-  Fp8Weight q;
   q.spec = spec;
-  if (rowwise) {
-    q.row = at::empty({groups, n, k}, codes);
-    q.row_scale_inv = spec.blockwise()
-                          ? at::empty({groups, ceil_div(n, br), ceil_div(k, bc)}, scales)
-                          : at::empty({groups}, scales);
-  }
-  if (columnwise) {
-    q.col = at::empty({groups, k, n}, codes);
-    q.col_scale_inv = spec.blockwise()
-                          ? at::empty({groups, ceil_div(k, br), ceil_div(n, bc)}, scales)
-                          : at::empty({groups}, scales);
-  }
-  c10::OptionalDeviceGuard guard(w.device());
+  // Row-wise [G, N, K] or column-wise [G, K, N]: per-group or 128 x 128 block scales.
+  const auto allocate = [&](int64_t rows, int64_t cols, at::Tensor& codes, at::Tensor& scale_inv) {
+    const int64_t blocks[] = {groups, ceil_div(rows, br), ceil_div(cols, bc)};
+    auto copy = allocate_copy({groups, rows, cols}, spec,
+                              spec.blockwise() ? at::IntArrayRef(blocks) : at::IntArrayRef(groups),
+                              w.options());
+    codes = std::move(copy.codes);
+    scale_inv = std::move(copy.scale_inv);
+  };
+  if (rowwise) allocate(n, k, q.row, q.row_scale_inv);
+  if (columnwise) allocate(k, n, q.col, q.col_scale_inv);
   fp8::WeightQuantize request;
   request.input = grouped_view(w, "weight");
   request.kind = spec.kind;
@@ -204,7 +241,43 @@ Fp8Weight quantize_weight(const at::Tensor& w, const QuantizeSpec& spec, bool ro
   request.power_2_scales = spec.power_2_scales;
   request.state = state;
   request.out = q.view();
+  return request;
+}
+
+}  // namespace
+
+Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits,
+                                  const QuantizeSpec& spec, bool rowwise, bool columnwise,
+                                  const fp8::ScaleState& state, const at::Tensor& dbias) {
+  Fp8Activation q;
+  fp8::ActivationQuantize request =
+      activation_request(x, splits, spec, rowwise, columnwise, state, q);
+  if (dbias.defined()) request.dbias = grouped_view(dbias.unsqueeze(1), "grad_bias");
+  c10::OptionalDeviceGuard guard(x.device());
+  fp8::quantize_activation(request, exec_context(x.device()));
+  return q;
+}
+
+Fp8Weight quantize_weight(const at::Tensor& w, const QuantizeSpec& spec, bool rowwise,
+                          bool columnwise, const fp8::ScaleState& state) {
+  Fp8Weight q;
+  const fp8::WeightQuantize request = weight_request(w, spec, rowwise, columnwise, state, q);
+  c10::OptionalDeviceGuard guard(w.device());
   fp8::quantize_weight(request, exec_context(w.device()));
+  return q;
+}
+
+std::pair<Fp8Activation, Fp8Weight> quantize_forward_operands(
+    const at::Tensor& x, const GroupSplits& splits, bool x_columnwise,
+    const fp8::ScaleState& x_state, const at::Tensor& w, bool w_columnwise,
+    const fp8::ScaleState& w_state, const QuantizeSpec& spec) {
+  std::pair<Fp8Activation, Fp8Weight> q;
+  const fp8::ActivationQuantize x_request =
+      activation_request(x, splits, spec, /*rowwise=*/true, x_columnwise, x_state, q.first);
+  const fp8::WeightQuantize w_request =
+      weight_request(w, spec, /*rowwise=*/true, w_columnwise, w_state, q.second);
+  c10::OptionalDeviceGuard guard(x.device());
+  fp8::quantize_forward_operands(x_request, w_request, exec_context(x.device()));
   return q;
 }
 

@@ -6,6 +6,8 @@
 
 #include <ATen/ATen.h>
 
+#include <utility>
+
 #include "core/fp8/quantize_ops.h"
 #include "core/fp8/recipe.h"
 #include "torch_binding/group_splits.h"
@@ -22,6 +24,9 @@ struct QuantizeSpec {
   int activation_block_rows = 1;  // block scaling: 1 x block_cols tiles
   int weight_block_rows = 128;    //                weight_block_rows x block_cols tiles
   int block_cols = 128;
+  // Each copy's codes and scale_inv are one allocation unless this is set:
+  // for the outputs of dispatcher ops, which must not share storage.
+  bool scales_apart = false;
 
   bool blockwise() const { return kind == fp8::RecipeKind::kBlock; }
 };
@@ -65,6 +70,14 @@ Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits
 // 128 blocks).
 Fp8Weight quantize_weight(const at::Tensor& w, const QuantizeSpec& spec, bool rowwise,
                           bool columnwise, const fp8::ScaleState& state);
+
+// A forward's X and W, both row-wise plus the column-wise copies asked for,
+// under one spec, as one quantize operation (fp8::quantize_forward_operands:
+// one launch for small calls on CUDA). x and w on one device.
+std::pair<Fp8Activation, Fp8Weight> quantize_forward_operands(
+    const at::Tensor& x, const GroupSplits& splits, bool x_columnwise,
+    const fp8::ScaleState& x_state, const at::Tensor& w, bool w_columnwise,
+    const fp8::ScaleState& w_state, const QuantizeSpec& spec);
 
 // The float32 values a copy stands for, [T, C] / [G, N, K] (tests, debugging).
 at::Tensor dequantized(const Fp8Activation& q, bool columnwise, const GroupSplits& splits);

@@ -223,13 +223,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fp8_forwa
   if (state_handle >= 0) state_for(state_handle)->begin_forward(recipe, x.device());
 
   const bool delayed = recipe.kind == fp8::RecipeKind::kDelayed;
-  const QuantizeSpec spec = forward_spec(recipe);
+  QuantizeSpec spec = forward_spec(recipe);
+  spec.scales_apart = true;  // x_col, w_col and their scales are separate outputs
   const bool x_col = weight_grad && !save_original_input;
-  Fp8Activation xq =
-      quantize_activation(x, splits, spec, /*rowwise=*/true, x_col,
-                          delayed ? scale_state(scale, amax_history, 0) : fp8::ScaleState{});
-  Fp8Weight wq = quantize_weight(w, spec, /*rowwise=*/true, input_grad,
-                                 delayed ? scale_state(scale, amax_history, 1) : fp8::ScaleState{});
+  auto [xq, wq] = quantize_forward_operands(
+      x, splits, x_col, delayed ? scale_state(scale, amax_history, 0) : fp8::ScaleState{}, w,
+      input_grad, delayed ? scale_state(scale, amax_history, 1) : fp8::ScaleState{}, spec);
 
   std::vector<int64_t> shape(inp.sizes().begin(), inp.sizes().end());
   shape.back() = w.size(1);

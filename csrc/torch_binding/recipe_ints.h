@@ -1,6 +1,5 @@
 // A recipe as a list of ints: the `int[] recipe` of the FP8 dispatcher ops
-// (torch.compile) and, with the block sizes after it, what the FP8 autograd
-// node keeps in saved_data.
+// (torch.compile), whose schemas take no C++ values.
 #pragma once
 
 #include <ATen/ATen.h>

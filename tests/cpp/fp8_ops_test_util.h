@@ -460,6 +460,33 @@ inline void expect_same_floats(const Buf& got, const Buf& want, const std::strin
   EXPECT_EQ(wrong, 0) << what << ": " << wrong << " floats differ:" << first;
 }
 
+// A variant's recipe fields on a case (ActivationCase, WeightCase).
+template <class Case>
+void apply_variant(Case& c, const KindVariant& v) {
+  c.kind = v.kind;
+  c.format = v.format;
+  c.power_2 = v.power_2;
+  c.margin = v.margin;
+}
+
+// A forward's two quantized operands against another pair: codes, scales
+// and both states.
+inline void expect_same_forward_operands(const ActivationCase& a, const ActivationCase& a_want,
+                                         const WeightCase& w, const WeightCase& w_want) {
+  expect_same_bytes(a.row, a_want.row, "X row-wise codes");
+  expect_same_floats(a.row_scale, a_want.row_scale, "X row-wise scale_inv");
+  expect_same_bytes(a.col, a_want.col, "X column-wise codes");
+  expect_same_floats(a.col_scale, a_want.col_scale, "X column-wise scale_inv");
+  expect_same_floats(a.scale, a_want.scale, "X state.scale");
+  expect_same_floats(a.amax, a_want.amax, "X state.amax");
+  expect_same_bytes(w.row, w_want.row, "W row-wise codes");
+  expect_same_bytes(w.col, w_want.col, "W column-wise codes");
+  expect_same_floats(w.row_scale, w_want.row_scale, "W row-wise scale_inv");
+  expect_same_floats(w.col_scale, w_want.col_scale, "W column-wise scale_inv");
+  expect_same_floats(w.scale, w_want.scale, "W state.scale");
+  expect_same_floats(w.amax, w_want.amax, "W state.amax");
+}
+
 struct Layout {
   std::vector<int64_t> row, column, block;  // G + 1 prefix sums
 };

@@ -572,5 +572,36 @@ TEST(Fp8OpsErrors, RequestsAreValidatedBeforeWriting) {
                [&] { fp8::quantize_activation(a.request(false, gpu), kCpu); });
 }
 
+// X and W of a forward as one operation: the bits and states of the two
+// casts in turn, and both requests checked before either is written.
+TEST(Fp8OpsForward, BothOperandsAsOneOperation) {
+  std::mt19937 rng(11);
+  for (const KindVariant& v : kind_variants()) {
+    ActivationCase a;
+    a.spec = {"x", 150, 200, 3, 1};
+    apply_variant(a, v);
+    a.with_dbias = false;
+    a.make(rng, Split::kRandomWithEmpty, false);
+    WeightCase w;
+    w.spec = {"w", 3, 130, 200, 0};
+    apply_variant(w, v);
+    w.make(rng, false);
+    ActivationCase a_alone = a;
+    WeightCase w_alone = w;
+    fp8::quantize_forward_operands(a.request(false, kHost), w.request(false, kHost), kCpu);
+    fp8::quantize_activation(a_alone.request(false, kHost), kCpu);
+    fp8::quantize_weight(w_alone.request(false, kHost), kCpu);
+    expect_same_forward_operands(a, a_alone, w, w_alone);
+
+    const ActivationCase untouched = a;
+    WeightQuantize bad = w.request(false, kHost);
+    bad.out.rowwise.cols -= 1;
+    expect_error(ErrorKind::kValue, "rowwise",
+                 [&] { fp8::quantize_forward_operands(a.request(false, kHost), bad, kCpu); });
+    expect_same_bytes(a.row, untouched.row, "X codes after a failed call");
+    expect_same_floats(a.amax, untouched.amax, "X state.amax after a failed call");
+  }
+}
+
 }  // namespace
 }  // namespace gl_test

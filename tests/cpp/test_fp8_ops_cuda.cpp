@@ -202,6 +202,24 @@ class Fp8OpsCuda : public ::testing::Test {
     EXPECT_EQ(allocator_.outstanding(), 0) << "a workspace was not given back";
   }
 
+  // A forward's X and W through quantize_forward_operands on the GPU, against
+  // the CPU's two casts in turn: codes, scales and both states.
+  void run_forward_operands(ActivationCase a, WeightCase w) {
+    SCOPED_TRACE(seed_message(seed_));
+    SCOPED_TRACE(a.describe() + " | weight " + w.describe());
+    ActivationCase a_cpu = a;
+    WeightCase w_cpu = w;
+    ASSERT_NO_FATAL_FAILURE(upload(a.buffers()));
+    ASSERT_NO_FATAL_FAILURE(upload(w.buffers()));
+    fp8::quantize_forward_operands(a.request(true, gpu()), w.request(true, gpu()), ctx());
+    ASSERT_NO_FATAL_FAILURE(download(a.buffers()));
+    ASSERT_NO_FATAL_FAILURE(download(w.buffers()));
+    fp8::quantize_activation(a_cpu.request(false, kHost), kCpu);
+    fp8::quantize_weight(w_cpu.request(false, kHost), kCpu);
+    expect_same_forward_operands(a, a_cpu, w, w_cpu);
+    EXPECT_EQ(allocator_.outstanding(), 0) << "a workspace was not given back";
+  }
+
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   CountingAllocator allocator_;
@@ -443,6 +461,33 @@ TEST_F(Fp8OpsCuda, WeightMatchesCpu) {
     w.make(rng_, specials);
     run_weight(w);
   }
+}
+
+// A forward's two casts as one operation: one launch where both fit in one
+// wave (16-bit inputs), two otherwise (float32 inputs, and the last weight,
+// whose 600 tiles do not fit), with the bits of the two casts either way.
+TEST_F(Fp8OpsCuda, ForwardOperandsMatchCpu) {
+  const std::vector<ActivationSpec> xs = activation_specs();
+  std::vector<WeightSpec> weights = weight_specs();
+  weights.push_back({"ManyGroups", 150, 130, 129, 0});
+  size_t i = 0;
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+    for (const KindVariant& v : kind_variants())
+      for (const WeightSpec& spec : weights) {
+        ActivationCase a = activation(xs[i % xs.size()], dtype, v, kAllSplitsAt[i % 3]);
+        a.columnwise = i % 2 == 0;
+        a.with_dbias = false;
+        a.make(rng_, Split::kRandomWithEmpty, /*specials=*/i % 4 == 1);
+        WeightCase w;
+        w.spec = spec;
+        w.dtype = dtype;
+        apply_variant(w, v);
+        w.columnwise = i % 3 != 0;
+        w.make(rng_, /*specials=*/i % 4 == 3);
+        run_forward_operands(a, w);
+        if (HasFatalFailure()) return;
+        ++i;
+      }
 }
 
 // Histories of several sets (formats differ) on both sides.

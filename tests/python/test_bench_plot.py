@@ -76,3 +76,44 @@ def test_compare_puts_a_later_runs_ratios_beside(tmp_path):
     assert "| c1 | uniform | 2.000 → 2.200 | 1.000 (2.00x) → 1.100 (2.00x) |" in section
     # The tables of the base run come first, unchanged.
     assert text.index("## Throughput") < text.index("## Re-run at `def`")
+
+
+def _host(case, mode, figures):
+    return {"case": case, "G": 8, "mode": mode,
+            "impls": {name: {"host_us": us, "gpu_us": us} for name, us in figures.items()}}
+
+
+def test_compare_puts_a_later_runs_host_figures_beside(tmp_path):
+    base, later = _result(), _result()
+    later["meta"]["commit"] = "def"
+    base["host_overhead"] = [_host("tiny_G8", "fwd_no_grad", {"grouped_linear": 12.0,
+                                                              "loop_F.linear": 120.0})]
+    later["host_overhead"] = [_host("tiny_G8", "fwd_no_grad", {"grouped_linear": 11.0,
+                                                               "grouped_linear_fp8": 20.0,
+                                                               "loop_F.linear": 130.0})]
+    paths = []
+    for name, result in (("base.json", base), ("later.json", later)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(result))
+    out = tmp_path / "B.md"
+    assert make_table.main([str(paths[0]), "--compare", str(paths[1]), "--write", str(out)]) == 0
+    section = out.read_text().split("### Host overhead (µs per call, before → now)")[1]
+    # The Python loop peer is left out; a column the base run lacks shows "-".
+    assert "| case | G | mode | grouped_linear | grouped_linear_fp8 |" in section
+    assert "| tiny_G8 | 8 | fwd (no_grad) | 12.0 → 11.0 | - → 20.0 |" in section
+
+
+def test_host_ab_renders_both_builds_and_their_ratio(tmp_path):
+    ab = {"builds": {"before": "/a", "after": "/b"}, "rounds": 4, "batches": 5, "calls": 200,
+          "records": [{"case": "tiny_G8", "mode": "fwd_bwd", "impl": "grouped_linear_fp8_delayed",
+                       "host_us": {"before": 200.0, "after": 150.0}, "ratio": 0.75}]}
+    ab_path = tmp_path / "ab.json"
+    ab_path.write_text(json.dumps(ab))
+    result_path = tmp_path / "run.json"
+    result_path.write_text(json.dumps(_result()))
+    out = tmp_path / "B.md"
+    assert make_table.main([str(result_path), "--host-ab", str(ab_path), "--write", str(out)]) == 0
+    text = out.read_text()
+    assert "4 rounds, each a median of 5 batches of 200 calls" in text
+    assert "| case | mode | implementation | before | after | after / before |" in text
+    assert "| tiny_G8 | fwd+bwd | grouped_linear_fp8_delayed | 200 | 150 | 0.75 |" in text

@@ -75,6 +75,14 @@ struct WeightQuantize {
 };
 void quantize_weight(const WeightQuantize& request, const ExecContext& ctx);
 
+// A forward's X and W in one operation: the same bits and state updates as
+// quantize_activation(x) then quantize_weight(w). On CUDA, when both inputs
+// are 16-bit under one recipe kind and both casts fit in one wave of CTAs
+// (small calls, whose cost is the host's), they share one launch; otherwise
+// they run as the two launches.
+void quantize_forward_operands(const ActivationQuantize& x, const WeightQuantize& w,
+                               const ExecContext& ctx);
+
 // Back to float32 in the layout the values came from: either copy of an
 // activation gives [T, C] (the column-wise one un-transposed, padding
 // dropped); either copy of a weight gives [G, N, K]. The emulated FP8 GEMMs

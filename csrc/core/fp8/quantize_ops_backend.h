@@ -13,6 +13,8 @@ namespace grouped_linear::fp8 {
 struct QuantizeOpsBackend {
   void (*quantize_activation)(const ActivationQuantize& request, const ExecContext& ctx);
   void (*quantize_weight)(const WeightQuantize& request, const ExecContext& ctx);
+  void (*quantize_forward_operands)(const ActivationQuantize& x, const WeightQuantize& w,
+                                    const ExecContext& ctx);
   void (*dequantize_activation)(const QuantizedActivation& q, bool columnwise,
                                 const GroupSizes& splits, const MatrixView& out,
                                 const ExecContext& ctx);

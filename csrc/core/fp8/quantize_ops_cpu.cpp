@@ -317,9 +317,16 @@ void update_delayed_scaling_cpu(const DelayedScalingUpdate* sets, int count, int
     update_delayed_scaling(sets[i].group, sets[i].fp8_max, margin, algo, false);
 }
 
-const QuantizeOpsBackend kCpuOps = {&quantize_activation_cpu, &quantize_weight_cpu,
-                                    &dequantize_activation_cpu, &dequantize_weight_cpu,
-                                    &update_delayed_scaling_cpu};
+// On the CPU the two casts simply run in turn.
+void quantize_forward_operands_cpu(const ActivationQuantize& x, const WeightQuantize& w,
+                                   const ExecContext& ctx) {
+  quantize_activation_cpu(x, ctx);
+  quantize_weight_cpu(w, ctx);
+}
+
+const QuantizeOpsBackend kCpuOps = {&quantize_activation_cpu,       &quantize_weight_cpu,
+                                    &quantize_forward_operands_cpu, &dequantize_activation_cpu,
+                                    &dequantize_weight_cpu,         &update_delayed_scaling_cpu};
 
 }  // namespace
 

@@ -246,6 +246,14 @@ void quantize_weight(const WeightQuantize& request, const ExecContext& ctx) {
   backend_for(ctx).quantize_weight(request, ctx);
 }
 
+void quantize_forward_operands(const ActivationQuantize& x, const WeightQuantize& w,
+                               const ExecContext& ctx) {
+  nvtx::Range range("grouped_linear.fp8_quantize_forward_operands");
+  validate(x, ctx);
+  validate(w, ctx);
+  backend_for(ctx).quantize_forward_operands(x, w, ctx);
+}
+
 void dequantize_activation(const QuantizedActivation& q, bool columnwise, const GroupSizes& splits,
                            const MatrixView& out, const ExecContext& ctx) {
   validate_dequantize(q, columnwise, splits, out, ctx);

@@ -120,12 +120,12 @@ struct ActivationParams {
   bool full_tiles;  // 16-bit input, pointers and strides as quantize_full_tile needs them
 };
 
-// At least 3 CTAs per SM: without the bound ptxas takes 96 registers for the
-// per-tensor variants (2 CTAs, 16 warps an SM, too few loads in flight to
-// cover HBM latency); with it 71-74 and no spills (CUDA 13.0, sm_90a).
+// The activation cast on CTAs [0, ctas) of a grid: `cta` is this CTA's index
+// among them (quantize_activation_kernel: all of the grid;
+// quantize_forward_kernel: the first CTAs).
 template <int K, bool kBlockScaled, typename Sizes>
-__global__ void __launch_bounds__(kThreads, 3)
-    quantize_activation_kernel(const ActivationParams p, const __grid_constant__ Sizes sizes) {
+__device__ __forceinline__ void quantize_activation_ctas(const ActivationParams& p,
+                                                         const Sizes& sizes, int cta, int ctas) {
   using S = typename Storage<K>::type;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int64_t scan_scratch[kWarps];
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       amax = reduce_partials(p.amax_partial, p.amax_partials, scratch);
       scale = device_scale_from_amax(amax, format_info(p.format).max, p.margin, 1.f, p.power_2);
     }
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (cta == 0 && threadIdx.x == 0) {
       const float inv = host_recip(scale);
       if (p.row_scale != nullptr) p.row_scale[0] = inv;
       if (p.col_scale != nullptr) p.col_scale[0] = inv;
@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int64_t group_tiles = t.block[groups];
   const int64_t held = t.row[groups];
   const int64_t units = (group_tiles + (p.rows - held + kTile - 1) / kTile) * p.col_tiles;
-  for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+  for (int64_t u = cta; u < units; u += ctas) {
     const int64_t rt = u / p.col_tiles;  // row tile, over all groups
     const int ct = static_cast<int>(u - rt * p.col_tiles);
     const bool in_group = rt < group_tiles;
@@ -244,14 +244,24 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (track) merge_cta_amax(amax_bits, scratch, p.state_amax);
   // Empty groups' bias gradient is zero.
   if (p.dbias != nullptr) {
-    const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-    const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
+    const int64_t first = static_cast<int64_t>(cta) * kThreads + threadIdx.x;
+    const int64_t step = static_cast<int64_t>(ctas) * kThreads;
     for (int64_t i = first; i < groups * p.cols; i += step) {
       const int g = static_cast<int>(i / p.cols);
       if (t.row[g + 1] == t.row[g])
         store_float(p.dbias, p.dbias_dtype, g * p.dbias_group_stride + (i - g * p.cols), 0.f);
     }
   }
+}
+
+// At least 3 CTAs per SM: without the bound ptxas takes 96 registers for the
+// per-tensor variants (2 CTAs, 16 warps an SM, too few loads in flight to
+// cover HBM latency); with it 71-74 and no spills (CUDA 13.0, sm_90a).
+template <int K, bool kBlockScaled, typename Sizes>
+__global__ void __launch_bounds__(kThreads, 3)
+    quantize_activation_kernel(const __grid_constant__ ActivationParams p,
+                               const __grid_constant__ Sizes sizes) {
+  quantize_activation_ctas<K, kBlockScaled>(p, sizes, blockIdx.x, gridDim.x);
 }
 
 template <typename Fn>
@@ -308,7 +318,31 @@ void launch_activation_kernel(const ActivationParams& p, const Sizes& sizes, siz
   GL_CUDA_CHECK_LAUNCH();
 }
 
-void quantize_activation_cuda(const ActivationQuantize& r, const ExecContext& ctx) {
+// One cast, ready to launch: its parameters, the group sizes it reads (kernel
+// arguments or a device array) and its grid. Preparing may queue what must
+// run before the cast: current scaling's amax pass, the bias gradient's
+// counter reset, host sizes staged on the device.
+struct ActivationLaunch {
+  ActivationParams p{};
+  DType dtype = DType::kBFloat16;
+  bool block = false;
+  size_t smem = 0;
+  int64_t units_bound = 0;
+  bool device_sizes = false;
+  HostSizes host{};
+  DeviceSizes device{};
+
+  template <typename Fn>
+  void with_sizes(Fn&& fn) const {
+    if (device_sizes)
+      fn(device);
+    else
+      fn(host);
+  }
+};
+
+void prepare_activation(const ActivationQuantize& r, const ExecContext& ctx, CallWorkspace& ws,
+                        ActivationLaunch& out) {
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
   const int64_t t = r.input.rows, c = r.input.cols;
   const bool rowwise = r.out.rowwise.data != nullptr || r.out.rowwise_scale.scale_inv != nullptr;
@@ -321,10 +355,9 @@ void quantize_activation_cuda(const ActivationQuantize& r, const ExecContext& ct
                  "FP8 quantization on CUDA: ", t, " rows in ", groups,
                  " groups exceed the kernels' 32-bit row indices");
   const bool block = r.kind == RecipeKind::kBlock;
-  CallWorkspace ws(ctx);
   const int sm_ctas = 4 * cuda::device_info(ctx.device.index).sm_count;
 
-  ActivationParams p{};
+  ActivationParams& p = out.p;
   p.input = r.input.data;
   p.in_stride = r.input.row_stride;
   p.rows = t;
@@ -381,24 +414,14 @@ void quantize_activation_cuda(const ActivationQuantize& r, const ExecContext& ct
                       (columnwise ? (r.input.dtype == DType::kFloat32 ? tile_bytes<kInF32>()
                                                                       : tile_bytes<kInBF16>())
                                   : 0);
-  const int64_t units_bound = row_tiles_bound * p.col_tiles;
-
-  auto launch = [&](const auto& sizes) {
-    using Sizes = std::decay_t<decltype(sizes)>;
-    dispatch_input(r.input.dtype, [&](auto k) {
-      constexpr int K = decltype(k)::value;
-      if (block)
-        launch_activation_kernel<K, true, Sizes>(p, sizes, smem, units_bound, ctx);
-      else
-        launch_activation_kernel<K, false, Sizes>(p, sizes, smem, units_bound, ctx);
-    });
-  };
+  out.dtype = r.input.dtype;
+  out.block = block;
+  out.smem = smem;
+  out.units_bound = row_tiles_bound * p.col_tiles;
   if (!grouped || r.splits.host != nullptr) {
     if (groups <= kHostSizeCapacity) {
-      HostSizes host{};
       for (int64_t g = 0; g < groups; ++g)
-        host.size[g] = static_cast<int32_t>(grouped ? r.splits.host[g] : t);
-      launch(host);
+        out.host.size[g] = static_cast<int32_t>(grouped ? r.splits.host[g] : t);
       return;
     }
     // More host sizes than fit in kernel arguments: staged on the device
@@ -406,10 +429,32 @@ void quantize_activation_cuda(const ActivationQuantize& r, const ExecContext& ct
     void* staged = ws.allocate(sizeof(int64_t) * groups);
     GL_CUDA_CHECK(cudaMemcpyAsync(staged, r.splits.host, sizeof(int64_t) * groups,
                                   cudaMemcpyHostToDevice, stream));
-    launch(DeviceSizes{staged, true});
+    out.device_sizes = true;
+    out.device = DeviceSizes{staged, true};
     return;
   }
-  launch(DeviceSizes{r.splits.device, r.splits.device_dtype == DType::kInt64});
+  out.device_sizes = true;
+  out.device = DeviceSizes{r.splits.device, r.splits.device_dtype == DType::kInt64};
+}
+
+void launch_activation(const ActivationLaunch& a, const ExecContext& ctx) {
+  a.with_sizes([&](const auto& sizes) {
+    using Sizes = std::decay_t<decltype(sizes)>;
+    dispatch_input(a.dtype, [&](auto k) {
+      constexpr int K = decltype(k)::value;
+      if (a.block)
+        launch_activation_kernel<K, true, Sizes>(a.p, sizes, a.smem, a.units_bound, ctx);
+      else
+        launch_activation_kernel<K, false, Sizes>(a.p, sizes, a.smem, a.units_bound, ctx);
+    });
+  });
+}
+
+void quantize_activation_cuda(const ActivationQuantize& r, const ExecContext& ctx) {
+  CallWorkspace ws(ctx);
+  ActivationLaunch a;
+  prepare_activation(r, ctx, ws, a);
+  launch_activation(a, ctx);
 }
 
 // ---------------------------------------------------------------------------
@@ -442,8 +487,9 @@ __device__ float group_amax(const WeightParams& p, int64_t g) {
   return a;
 }
 
+// The weight cast on CTAs [0, ctas) of a grid, as quantize_activation_ctas.
 template <int K, bool kBlockScaled>
-__global__ void __launch_bounds__(kThreads) quantize_weight_kernel(const WeightParams p) {
+__device__ __forceinline__ void quantize_weight_ctas(const WeightParams& p, int cta, int ctas) {
   using S = typename Storage<K>::type;
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float scratch[kWarps];
@@ -453,8 +499,8 @@ __global__ void __launch_bounds__(kThreads) quantize_weight_kernel(const WeightP
   // Per-tensor bookkeeping, one thread per group: scale_inv of both copies
   // and the state.
   if constexpr (!kBlockScaled) {
-    const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-    for (int64_t g = first; g < p.groups; g += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t first = static_cast<int64_t>(cta) * kThreads + threadIdx.x;
+    for (int64_t g = first; g < p.groups; g += static_cast<int64_t>(ctas) * kThreads) {
       float scale;
       if (p.kind == RecipeKind::kDelayed) {
         scale = p.state_scale[g];
@@ -485,7 +531,7 @@ __global__ void __launch_bounds__(kThreads) quantize_weight_kernel(const WeightP
   auto flush_amax = [&] {  // the same scale_group in every thread
     merge_cta_amax(amax_bits, scratch, &p.state_amax[scale_group]);
   };
-  for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
+  for (int64_t u = cta; u < units; u += ctas) {
     const int64_t g = u / per_group;
     const int64_t rem = u - g * per_group;
     const int64_t tn = rem / p.col_tiles, tk = rem - tn * p.col_tiles;
@@ -538,18 +584,55 @@ __global__ void __launch_bounds__(kThreads) quantize_weight_kernel(const WeightP
   if (track && scale_group >= 0) flush_amax();
 }
 
-void quantize_weight_cuda(const WeightQuantize& r, const ExecContext& ctx) {
+template <int K, bool kBlockScaled>
+__global__ void __launch_bounds__(kThreads)
+    quantize_weight_kernel(const __grid_constant__ WeightParams p) {
+  quantize_weight_ctas<K, kBlockScaled>(p, blockIdx.x, gridDim.x);
+}
+
+// A forward's two casts in one grid, for calls small enough that both fit in
+// one wave: CTAs [0, activation_ctas) cast X, the others W, each exactly as
+// its own kernel's grid would. One launch less on the host, which is what
+// such calls cost.
+template <int K, bool kBlockScaled, typename Sizes>
+__global__ void __launch_bounds__(kThreads)
+    quantize_forward_kernel(const __grid_constant__ ActivationParams a,
+                            const __grid_constant__ Sizes sizes,
+                            const __grid_constant__ WeightParams w, int activation_ctas) {
+  const int cta = static_cast<int>(blockIdx.x);
+  if (cta < activation_ctas)
+    quantize_activation_ctas<K, kBlockScaled>(a, sizes, cta, activation_ctas);
+  else
+    quantize_weight_ctas<K, kBlockScaled>(w, cta - activation_ctas,
+                                          static_cast<int>(gridDim.x) - activation_ctas);
+}
+
+// The weight cast, ready to launch (as ActivationLaunch); `empty`: no group,
+// nothing to launch.
+struct WeightLaunch {
+  WeightParams p{};
+  DType dtype = DType::kBFloat16;
+  bool block = false;
+  bool empty = true;
+  size_t smem = 0;
+  int64_t wanted = 0;  // CTAs with work: tiles, or the per-group bookkeeping
+};
+
+void prepare_weight(const WeightQuantize& r, const ExecContext& ctx, CallWorkspace& ws,
+                    WeightLaunch& out) {
   const auto stream = static_cast<cudaStream_t>(ctx.stream);
   const GroupedMatrixView& in = r.input;
   const bool rowwise = r.out.rowwise.data != nullptr || r.out.rowwise_scale.scale_inv != nullptr;
   const bool columnwise =
       r.out.columnwise.data != nullptr || r.out.columnwise_scale.scale_inv != nullptr;
   const bool block = r.kind == RecipeKind::kBlock;
-  if (in.groups == 0) return;
-  CallWorkspace ws(ctx);
+  out.dtype = in.dtype;
+  out.block = block;
+  out.empty = in.groups == 0;
+  if (out.empty) return;
   const int sm_ctas = 4 * cuda::device_info(ctx.device.index).sm_count;
 
-  WeightParams p{};
+  WeightParams& p = out.p;
   p.input = in.data;
   p.in_stride = in.row_stride;
   p.in_group_stride = in.group_stride;
@@ -604,16 +687,82 @@ void quantize_weight_cuda(const WeightQuantize& r, const ExecContext& ctx) {
                                                     : tile_bytes<kInBF16>();
   const int64_t units = in.groups * p.row_tiles * p.col_tiles;
   const int64_t bookkeeping = (in.groups + kThreads - 1) / kThreads;
-  const int64_t wanted = units > bookkeeping ? units : bookkeeping;
-  dispatch_input(in.dtype, [&](auto k) {
+  out.smem = smem;
+  out.wanted = units > bookkeeping ? units : bookkeeping;
+}
+
+void launch_weight(const WeightLaunch& w, const ExecContext& ctx) {
+  dispatch_input(w.dtype, [&](auto k) {
     constexpr int K = decltype(k)::value;
-    auto kernel = block ? quantize_weight_kernel<K, true> : quantize_weight_kernel<K, false>;
+    auto kernel = w.block ? quantize_weight_kernel<K, true> : quantize_weight_kernel<K, false>;
     const int ctas =
-        device_wide_ctas(reinterpret_cast<const void*>(kernel), kThreads, smem, ctx.device.index);
-    const int64_t grid = wanted < 1 ? 1 : (wanted < ctas ? wanted : ctas);
-    kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(p);
+        device_wide_ctas(reinterpret_cast<const void*>(kernel), kThreads, w.smem, ctx.device.index);
+    const int64_t grid = w.wanted < 1 ? 1 : (w.wanted < ctas ? w.wanted : ctas);
+    kernel<<<static_cast<unsigned>(grid), kThreads, w.smem,
+             static_cast<cudaStream_t>(ctx.stream)>>>(w.p);
     GL_CUDA_CHECK_LAUNCH();
   });
+}
+
+void quantize_weight_cuda(const WeightQuantize& r, const ExecContext& ctx) {
+  CallWorkspace ws(ctx);
+  WeightLaunch w;
+  prepare_weight(r, ctx, ws, w);
+  if (!w.empty) launch_weight(w, ctx);
+}
+
+// ---------------------------------------------------------------------------
+// A forward's two casts.
+
+// quantize_forward_kernel when both casts fit in one wave of it: every CTA
+// of either gets the tiles its own launch would give it. Returns false,
+// launching nothing, when they do not fit.
+template <int K, bool kBlockScaled, typename Sizes>
+bool launch_forward_together(const ActivationLaunch& a, const Sizes& sizes, const WeightLaunch& w,
+                             const ExecContext& ctx) {
+  auto kernel = quantize_forward_kernel<K, kBlockScaled, Sizes>;
+  const size_t smem = a.smem > w.smem ? a.smem : w.smem;
+  const int ctas =
+      device_wide_ctas(reinterpret_cast<const void*>(kernel), kThreads, smem, ctx.device.index);
+  const int64_t activation_ctas = a.units_bound < 1 ? 1 : a.units_bound;
+  const int64_t weight_ctas = w.wanted < 1 ? 1 : w.wanted;
+  if (activation_ctas + weight_ctas > ctas) return false;
+  kernel<<<static_cast<unsigned>(activation_ctas + weight_ctas), kThreads, smem,
+           static_cast<cudaStream_t>(ctx.stream)>>>(a.p, sizes, w.p,
+                                                    static_cast<int>(activation_ctas));
+  GL_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+void quantize_forward_cuda(const ActivationQuantize& x, const WeightQuantize& w,
+                           const ExecContext& ctx) {
+  CallWorkspace ws(ctx);
+  ActivationLaunch a;
+  prepare_activation(x, ctx, ws, a);
+  WeightLaunch wl;
+  prepare_weight(w, ctx, ws, wl);
+  if (wl.empty) {
+    launch_activation(a, ctx);
+    return;
+  }
+  // 16-bit inputs (those a model trains in) of one recipe kind; float32
+  // inputs keep their two launches.
+  bool together = false;
+  if (a.dtype == wl.dtype && a.block == wl.block && a.dtype != DType::kFloat32) {
+    a.with_sizes([&](const auto& sizes) {
+      using Sizes = std::decay_t<decltype(sizes)>;
+      const bool bf16 = a.dtype == DType::kBFloat16;
+      if (a.block)
+        together = bf16 ? launch_forward_together<kInBF16, true, Sizes>(a, sizes, wl, ctx)
+                        : launch_forward_together<kInF16, true, Sizes>(a, sizes, wl, ctx);
+      else
+        together = bf16 ? launch_forward_together<kInBF16, false, Sizes>(a, sizes, wl, ctx)
+                        : launch_forward_together<kInF16, false, Sizes>(a, sizes, wl, ctx);
+    });
+  }
+  if (together) return;
+  launch_activation(a, ctx);
+  launch_weight(wl, ctx);
 }
 
 }  // namespace
@@ -624,8 +773,8 @@ namespace grouped_linear::fp8 {
 namespace {
 const QuantizeOpsBackend kCudaOps = {
     &cuda_impl::quantize_activation_cuda, &cuda_impl::quantize_weight_cuda,
-    &cuda_impl::dequantize_activation_cuda, &cuda_impl::dequantize_weight_cuda,
-    &cuda_impl::update_delayed_scaling_cuda};
+    &cuda_impl::quantize_forward_cuda,    &cuda_impl::dequantize_activation_cuda,
+    &cuda_impl::dequantize_weight_cuda,   &cuda_impl::update_delayed_scaling_cuda};
 
 // Registration at load, for binaries that link this object; bindings also
 // call register_cuda_quantize_ops() (through register_cuda_engines), since a
