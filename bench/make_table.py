@@ -249,25 +249,29 @@ def end_to_end_comparison(base_records, later_records) -> Table:
     return ["case", "routing"] + names, rows, 2
 
 
-def host_comparison(base_records, later_records) -> Table:
-    """µs of host time per call in both runs (before → now), every column of
-    the later run: bf16 and torch's autograd floor show how fast each host was."""
+def host_comparisons(base_records, later_records) -> List[Table]:
+    """µs of host time per call in both runs (before → now), one table per set
+    of implementations of the later run (as host_tables), the Python loop peer
+    left out: bf16 and torch's autograd floor show how fast each host was."""
     base = {(r["case"], r["mode"]): r for r in base_records if "impls" in r}
-    names: List[str] = []
+    groups = {}
     for r in later_records:
-        names += [n for n in r.get("impls", {}) if n not in names and n != "loop_F.linear"]
-    rows = []
-    for r in later_records:
-        if "impls" not in r:
-            continue
-        then = base.get((r["case"], r["mode"]), {}).get("impls", {})
-        row = [r["case"], str(r["G"]), MODE_LABELS.get(r["mode"], r["mode"])]
-        for n in names:
-            cells = [fmt(e["host_us"]) if "host_us" in e else "-"
-                     for e in (then.get(n, {}), r["impls"].get(n, {}))]
-            row.append(" → ".join(cells))
-        rows.append(row)
-    return ["case", "G", "mode"] + names, rows, 3
+        if "impls" in r:
+            names = tuple(n for n in r["impls"] if n != "loop_F.linear")
+            groups.setdefault(names, []).append(r)
+    tables = []
+    for names, group in groups.items():
+        rows = []
+        for r in group:
+            then = base.get((r["case"], r["mode"]), {}).get("impls", {})
+            row = [r["case"], str(r["G"]), MODE_LABELS.get(r["mode"], r["mode"])]
+            for n in names:
+                cells = [fmt(e["host_us"]) if "host_us" in e else "-"
+                         for e in (then.get(n, {}), r["impls"].get(n, {}))]
+                row.append(" → ".join(cells))
+            rows.append(row)
+        tables.append((["case", "G", "mode"] + list(names), rows, 3))
+    return tables
 
 
 def host_ab_table(ab: dict) -> Table:
@@ -287,7 +291,8 @@ def render_host_ab(ab: dict, source: str) -> str:
         "### Host overhead of two builds, alternating processes", "",
         f"`python -m bench.host_ab`, {ab.get('rounds')} rounds, each a median of "
         f"{ab.get('batches')} batches of {ab.get('calls')} calls; per build the median over "
-        f"rounds; source `{source}`.", "",
+        f"rounds; source `{source}`. Builds: "
+        + "; ".join(f"{label}: {what}" for label, what in ab.get("builds", {}).items()) + ".", "",
         render_markdown(host_ab_table(ab))]) + "\n"
 
 
@@ -308,9 +313,9 @@ def render_comparison(base: dict, later: dict, source: str) -> str:
                 render_markdown(end_to_end_comparison(base.get("fp8_end_to_end", []),
                                                       later["fp8_end_to_end"]))]
     if later.get("host_overhead"):
-        out += ["", "### Host overhead (µs per call, before → now)", "",
-                render_markdown(host_comparison(base.get("host_overhead", []),
-                                                later["host_overhead"]))]
+        out += ["", "### Host overhead (µs per call, before → now)"]
+        for table in host_comparisons(base.get("host_overhead", []), later["host_overhead"]):
+            out += ["", render_markdown(table)]
     return "\n".join(out) + "\n"
 
 

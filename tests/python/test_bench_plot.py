@@ -90,7 +90,8 @@ def test_compare_puts_a_later_runs_host_figures_beside(tmp_path):
                                                               "loop_F.linear": 120.0})]
     later["host_overhead"] = [_host("tiny_G8", "fwd_no_grad", {"grouped_linear": 11.0,
                                                                "grouped_linear_fp8": 20.0,
-                                                               "loop_F.linear": 130.0})]
+                                                               "loop_F.linear": 130.0}),
+                              _host("linear_16rows", "fwd_no_grad", {"torch.nn.Linear": 18.0})]
     paths = []
     for name, result in (("base.json", base), ("later.json", later)):
         paths.append(tmp_path / name)
@@ -98,9 +99,12 @@ def test_compare_puts_a_later_runs_host_figures_beside(tmp_path):
     out = tmp_path / "B.md"
     assert make_table.main([str(paths[0]), "--compare", str(paths[1]), "--write", str(out)]) == 0
     section = out.read_text().split("### Host overhead (µs per call, before → now)")[1]
-    # The Python loop peer is left out; a column the base run lacks shows "-".
+    # The Python loop peer is left out; a column the base run lacks shows "-";
+    # the Linear case, with other implementations, gets a table of its own.
     assert "| case | G | mode | grouped_linear | grouped_linear_fp8 |" in section
     assert "| tiny_G8 | 8 | fwd (no_grad) | 12.0 → 11.0 | - → 20.0 |" in section
+    assert "| case | G | mode | torch.nn.Linear |" in section
+    assert "| linear_16rows | 8 | fwd (no_grad) | - → 18.0 |" in section
 
 
 def test_host_ab_renders_both_builds_and_their_ratio(tmp_path):
@@ -115,5 +119,6 @@ def test_host_ab_renders_both_builds_and_their_ratio(tmp_path):
     assert make_table.main([str(result_path), "--host-ab", str(ab_path), "--write", str(out)]) == 0
     text = out.read_text()
     assert "4 rounds, each a median of 5 batches of 200 calls" in text
+    assert "Builds: before: /a; after: /b." in text
     assert "| case | mode | implementation | before | after | after / before |" in text
     assert "| tiny_G8 | fwd+bwd | grouped_linear_fp8_delayed | 200 | 150 | 0.75 |" in text
