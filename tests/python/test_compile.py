@@ -207,6 +207,11 @@ def test_opcheck_fp8(device, recipe_name):
                                             scale, -1, True, False, False))
     y, xc, xs, wc, ws = ops.fp8_forward(x.detach(), w.detach(), b.detach(), s, codes, hist, scale,
                                         -1, True, True, False)
+    # The schema declares no aliasing, so no two outputs share storage (the
+    # module path keeps a copy's codes and scales in one allocation; this op
+    # must not).
+    storages = [t.untyped_storage().data_ptr() for t in (y, xc, xs, wc, ws)]
+    assert len(set(storages)) == 5, storages
     dy = torch.randn_like(y)
     torch.library.opcheck(ops.fp8_backward, (dy, xc, xs, wc, ws, s, codes, bhist, bscale, scale,
                                              list(w.shape), w.dtype, [True, True, True], False),
