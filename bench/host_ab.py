@@ -77,6 +77,8 @@ def main(argv=None) -> int:
     if not args.builds:
         raise SystemExit("--builds: expected label=dir,label=dir")
     builds = [item.split("=", 1) for item in args.builds.split(",")]
+    if len(builds) != 2 or any(len(b) != 2 for b in builds):
+        raise SystemExit(f"--builds: got {args.builds!r}; expected label=dir,label=dir")
     for label, directory in builds:
         if not (Path(directory) / "grouped_linear" / "__init__.py").is_file():
             raise SystemExit(f"--builds: {label}={directory} holds no grouped_linear package")

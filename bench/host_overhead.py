@@ -137,12 +137,18 @@ def measure(fn: Callable[[], object], grad_mode, timer, settings: Settings) -> D
     return result
 
 
+def case_tensors(case: HostCase, device: torch.device, dtype: torch.dtype):
+    """The input, a copy that requires grad (fwd_bwd) and the prepared gradient."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(case.T, case.K, dtype=dtype, device=device, generator=gen)
+    x_leaf = x.clone().requires_grad_(True)
+    dy = torch.randn(case.T, case.N, dtype=dtype, device=device, generator=gen) * 0.01
+    return x, x_leaf, dy
+
+
 def measure_case(case: HostCase, candidates: List[Candidate], device: torch.device, timer,
                  settings: Settings) -> List[dict]:
-    gen = torch.Generator(device=device).manual_seed(0)
-    x = torch.randn(case.T, case.K, dtype=settings.dtype, device=device, generator=gen)
-    x_leaf = x.clone().requires_grad_(True)
-    dy = torch.randn(case.T, case.N, dtype=settings.dtype, device=device, generator=gen) * 0.01
+    x, x_leaf, dy = case_tensors(case, device, settings.dtype)
     records = []
     for mode in MODES:
         record = {"case": case.name, "G": case.G, "K": case.K, "N": case.N, "T": case.T,

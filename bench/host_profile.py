@@ -55,10 +55,7 @@ def time_loop(fn, calls: int) -> float:
 
 
 def profile_one(candidate, mode: str, case, device, calls: int) -> dict:
-    gen = torch.Generator(device=device).manual_seed(0)
-    x = torch.randn(case.T, case.K, dtype=torch.bfloat16, device=device, generator=gen)
-    x_leaf = x.clone().requires_grad_(True)
-    dy = torch.randn(case.T, case.N, dtype=torch.bfloat16, device=device, generator=gen) * 0.01
+    x, x_leaf, dy = host_overhead.case_tensors(case, device, torch.bfloat16)
     fn, grad_mode = host_overhead.step_function(candidate, mode, x, x_leaf, dy)
     with candidate.region(), grad_mode:
         plain_us = min(time_loop(fn, calls) for _ in range(3))
@@ -89,12 +86,12 @@ def main(argv=None) -> int:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--out", help="JSON of every event's per-call figures")
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        raise SystemExit("bench.host_profile: needs a GPU")
-    device = torch.device("cuda", torch.cuda.current_device())
     host_cases = {c.name: c for c in load_cases().host}
     cases = [host_cases[name] for name in csv_list(args.cases, tuple(host_cases), "--cases")]
     modes = csv_list(args.modes, host_overhead.MODES, "--modes")
+    if not torch.cuda.is_available():
+        raise SystemExit("bench.host_profile: needs a GPU")
+    device = torch.device("cuda", torch.cuda.current_device())
     records = []
     for case in cases:
         candidates = {c.name: c for c in host_overhead.grouped_candidates(case, device,

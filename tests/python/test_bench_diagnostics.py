@@ -1,7 +1,7 @@
 """The benchmark's FP8 end-to-end steps and its diagnostics' arguments, on
 the CPU: every step of bench.fp8_module runs and is timed, and
-bench.step_profile / bench.store_probe refuse unknown names before they
-look for a GPU."""
+bench.step_profile / bench.store_probe / bench.host_profile refuse unknown
+names, and bench.host_ab malformed builds, before they look for a GPU."""
 
 import sys
 from pathlib import Path
@@ -12,7 +12,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench import fp8_module, step_profile, store_probe  # noqa: E402
+from bench import fp8_module, host_ab, host_profile, step_profile, store_probe  # noqa: E402
 from bench.cases import ThroughputCase  # noqa: E402
 from bench.timing import HostTimer  # noqa: E402
 
@@ -40,7 +40,19 @@ def test_step_profile_names_an_unknown_recipe():
         step_profile.main(["--recipes", "bf16,fp9"])
 
 
-@pytest.mark.parametrize("main", [step_profile.main, store_probe.main], ids=["step", "store"])
+@pytest.mark.parametrize("main", [step_profile.main, store_probe.main, host_profile.main],
+                         ids=["step", "store", "host"])
 def test_diagnostics_name_an_unknown_case(main):
     with pytest.raises(SystemExit, match=r"--cases: unknown \['no_such_case'\]"):
         main(["--cases", "no_such_case"])
+
+
+@pytest.mark.parametrize("builds, pattern", [
+    (None, r"--builds: expected label=dir,label=dir"),
+    ("only=/x", r"--builds: got 'only=/x'; expected label=dir,label=dir"),
+    ("a=/x,b", r"--builds: got 'a=/x,b'"),
+    ("a=/no/such/dir,b=/no/such/dir", r"--builds: a=/no/such/dir holds no grouped_linear package"),
+])
+def test_host_ab_names_bad_builds(builds, pattern):
+    with pytest.raises(SystemExit, match=pattern):
+        host_ab.main([] if builds is None else ["--builds", builds])

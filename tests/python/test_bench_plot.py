@@ -53,6 +53,17 @@ def test_plot_bars_take_missing_ratios_as_zero():
     assert values == [[0.7, 0.0], [0.8, 0.5]]
 
 
+def _compare(tmp_path, base, later) -> str:
+    """BENCHMARKS.md text of `base` with `later` compared beside it."""
+    paths = []
+    for name, result in (("base.json", base), ("later.json", later)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(result))
+    out = tmp_path / "B.md"
+    assert make_table.main([str(paths[0]), "--compare", str(paths[1]), "--write", str(out)]) == 0
+    return out.read_text()
+
+
 def test_compare_puts_a_later_runs_ratios_beside(tmp_path):
     base, later = _result(), _result()
     later["meta"]["commit"] = "def"
@@ -62,13 +73,7 @@ def test_compare_puts_a_later_runs_ratios_beside(tmp_path):
         "bf16": {"median_ms": 2.0}, "fp8_delayed": {"median_ms": 1.0, "speedup_over_bf16": 2.0}}}]
     later["fp8_end_to_end"] = [{"case": "c1", "routing": "uniform", "impls": {
         "bf16": {"median_ms": 2.2}, "fp8_delayed": {"median_ms": 1.1, "speedup_over_bf16": 2.0}}}]
-    paths = []
-    for name, result in (("base.json", base), ("later.json", later)):
-        paths.append(tmp_path / name)
-        paths[-1].write_text(json.dumps(result))
-    out = tmp_path / "B.md"
-    assert make_table.main([str(paths[0]), "--compare", str(paths[1]), "--write", str(out)]) == 0
-    text = out.read_text()
+    text = _compare(tmp_path, base, later)
     section = text[text.index("## Re-run at `def`"):]
     assert "| c1 | uniform | fwd | 0.80 | 0.75 | -0.05 |" in section
     assert "| c1 | uniform | wgrad | 0.50 | - | - |" in section
@@ -92,13 +97,7 @@ def test_compare_puts_a_later_runs_host_figures_beside(tmp_path):
                                                                "grouped_linear_fp8": 20.0,
                                                                "loop_F.linear": 130.0}),
                               _host("linear_16rows", "fwd_no_grad", {"torch.nn.Linear": 18.0})]
-    paths = []
-    for name, result in (("base.json", base), ("later.json", later)):
-        paths.append(tmp_path / name)
-        paths[-1].write_text(json.dumps(result))
-    out = tmp_path / "B.md"
-    assert make_table.main([str(paths[0]), "--compare", str(paths[1]), "--write", str(out)]) == 0
-    section = out.read_text().split("### Host overhead (µs per call, before → now)")[1]
+    section = _compare(tmp_path, base, later).split("### Host overhead (µs per call, before → now)")[1]
     # The Python loop peer is left out; a column the base run lacks shows "-";
     # the Linear case, with other implementations, gets a table of its own.
     assert "| case | G | mode | grouped_linear | grouped_linear_fp8 |" in section
