@@ -258,15 +258,6 @@ Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits
   return q;
 }
 
-Fp8Weight quantize_weight(const at::Tensor& w, const QuantizeSpec& spec, bool rowwise,
-                          bool columnwise, const fp8::ScaleState& state) {
-  Fp8Weight q;
-  const fp8::WeightQuantize request = weight_request(w, spec, rowwise, columnwise, state, q);
-  c10::OptionalDeviceGuard guard(w.device());
-  fp8::quantize_weight(request, exec_context(w.device()));
-  return q;
-}
-
 std::pair<Fp8Activation, Fp8Weight> quantize_forward_operands(
     const at::Tensor& x, const GroupSplits& splits, bool x_columnwise,
     const fp8::ScaleState& x_state, const at::Tensor& w, bool w_columnwise,

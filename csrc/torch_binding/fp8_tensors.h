@@ -66,13 +66,9 @@ Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits
                                   const fp8::ScaleState& state,
                                   const at::Tensor& dbias = at::Tensor());
 
-// Casts w [G, N, K] into the copies asked for (one scale per group, or 128 x
-// 128 blocks).
-Fp8Weight quantize_weight(const at::Tensor& w, const QuantizeSpec& spec, bool rowwise,
-                          bool columnwise, const fp8::ScaleState& state);
-
-// A forward's X and W, both row-wise plus the column-wise copies asked for,
-// under one spec, as one quantize operation (fp8::quantize_forward_operands:
+// A forward's X and W [G, N, K], both row-wise plus the column-wise copies
+// asked for (W: one scale per group, or 128 x 128 blocks), under one spec, as
+// one quantize operation (fp8::quantize_forward_operands:
 // one launch for small calls on CUDA). x and w on one device.
 std::pair<Fp8Activation, Fp8Weight> quantize_forward_operands(
     const at::Tensor& x, const GroupSplits& splits, bool x_columnwise,
