@@ -23,6 +23,15 @@ Peers, in the same process:
   scaled_grouped_mm   torch._scaled_grouped_mm, row-wise scales (where this
                       torch has it; wgrad is not run, it takes no column-wise
                       per-group layout)
+
+Blockwise scales (Float8BlockScaling: E4M3 throughout, 1 x 128 blocks for
+activations and gradients, 128 x 128 for weights, float32 scales; random
+codes and scales, as the time does not depend on them):
+  grouped_linear:fp8_block  our block-scaled kernels, compared with
+  dense_fp8_block           torch.nn.functional.scaled_mm (cuBLAS) of the same
+                            M, N, K with the same scalings per role: 1 x 128
+                            by 128 x 128 (fwd, dgrad), 1 x 128 by 1 x 128
+                            (wgrad), where this torch and cuBLAS have them
 """
 
 import statistics
@@ -79,6 +88,68 @@ def dense_fp8(role: str, case: ThroughputCase, device, fast: bool = False) -> ca
                                     use_fast_accum=fast)
 
 
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _scales(shape, device, gen) -> torch.Tensor:
+    """Positive float32 block scales (their values do not change the time)."""
+    return torch.rand(shape, device=device, generator=gen) + 0.5
+
+
+def dense_fp8_block(role: str, case: ThroughputCase, device) -> callable:
+    """torch.nn.functional.scaled_mm of the role's M x N x K with blockwise
+    scales: A 1 x 128; B 128 x 128 (a weight: fwd, dgrad) or 1 x 128 (X, wgrad).
+    The scale layouts torch accepts are found by trying the candidates."""
+    import torch.nn.functional as F
+    if not hasattr(F, "scaled_mm"):
+        raise RuntimeError(f"torch {torch.__version__} has no torch.nn.functional.scaled_mm")
+    m, n, k = {"fwd": (case.T, case.N, case.K), "dgrad": (case.T, case.K, case.N),
+               "wgrad": (case.N, case.K, case.T)}[role]
+    gen = torch.Generator(device=device).manual_seed(1)
+    a = torch.randn(m, k, device=device, generator=gen).to(E4M3)
+    b = torch.randn(n, k, device=device, generator=gen).to(E4M3)
+    kb, nb = _cdiv(k, 128), _cdiv(n, 128)
+    scale_a = _scales((kb, m), device, gen).t()  # one per row and 128 of K, M-major
+    if role == "wgrad":
+        recipe_b = F.ScalingType.BlockWise1x128
+        candidates_b = [_scales((kb, n), device, gen).t(), _scales((n, kb), device, gen),
+                        _scales((n, kb), device, gen).t(), _scales((kb, n), device, gen)]
+    else:
+        recipe_b = F.ScalingType.BlockWise128x128
+        candidates_b = [_scales((nb, kb), device, gen).t(), _scales((kb, nb), device, gen)]
+    errors = []
+    for scale_b in candidates_b:
+        def fn(scale_b=scale_b):
+            return F.scaled_mm(a, b.t(), scale_a, F.ScalingType.BlockWise1x128, scale_b,
+                               recipe_b, output_dtype=torch.bfloat16)
+        try:
+            fn()
+            return fn
+        except (RuntimeError, ValueError) as exc:
+            errors.append(short_error(exc))
+    raise RuntimeError("no scale layout accepted: " + "; ".join(errors))
+
+
+def block_product(role: str, case: ThroughputCase, xq, wq, wq_t, dy_e4m3, xq_t, dy_e4m3_t,
+                  splits, device) -> callable:
+    """Our block-scaled kernel of `role` on E4M3 codes with random block scales
+    in the layouts of core/fp8/fp8_tensor.h."""
+    gen = torch.Generator(device=device).manual_seed(2)
+    T, K, N, G = case.T, case.K, case.N, case.G
+    if role == "fwd":
+        sx = _scales((T, _cdiv(K, 128)), device, gen)
+        sw = _scales((G, _cdiv(N, 128), _cdiv(K, 128)), device, gen)
+        return lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits)
+    if role == "dgrad":
+        sdy = _scales((T, _cdiv(N, 128)), device, gen)
+        sw_t = _scales((G, _cdiv(K, 128), _cdiv(N, 128)), device, gen)
+        return lambda: ops.fp8_dgrad(dy_e4m3, sdy, wq_t, sw_t, splits)
+    columns = _cdiv(T, 128) + G  # column-wise 1 x 128 blocks, restarting at each group
+    sdy_t, sx_t = _scales((N, columns), device, gen), _scales((K, columns), device, gen)
+    return lambda: ops.fp8_wgrad(dy_e4m3_t, sdy_t, xq_t, sx_t, splits, T)
+
+
 def scaled_grouped_mm(role: str, xq, wq, wq_t, dy_e4m3, offs):
     """torch._scaled_grouped_mm (E4M3 only, row-wise scales of ones): A [T, K]
     row-major by B [G, K, N] with K contiguous per group."""
@@ -99,7 +170,7 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
     dy = torch.randn(case.T, case.N, device=device, generator=gen) * 0.01
     xq, sx = quantize(x, E4M3)
     dyq, sdy = quantize(dy, E5M2)
-    dy_e4m3 = quantize(dy, E4M3)[0] if "dgrad" in settings.roles else None
+    dy_e4m3 = quantize(dy, E4M3)[0]  # the block recipe's gradient format, and scaled_grouped_mm's
     del x, dy
     wq = torch.empty_like(w, dtype=E4M3)
     sw = torch.empty(case.G, device=device)
@@ -110,6 +181,7 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
     flops = case.flops()
 
     dense: Dict[Tuple[str, bool], dict] = {}
+    dense_block: Dict[str, dict] = {}
     for role in settings.roles:
         for fast in (False, True):
             try:
@@ -117,6 +189,11 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
                                                  settings, flops)
             except Exception as exc:  # noqa: BLE001
                 dense[role, fast] = {"error": short_error(exc)}
+        try:
+            dense_block[role] = time_product(timer, dense_fp8_block(role, case, device),
+                                             settings, flops)
+        except Exception as exc:  # noqa: BLE001  a peer torch lacks is a result
+            dense_block[role] = {"error": "unsupported: " + short_error(exc)}
 
     records = []
     for routing in settings.routings:
@@ -124,6 +201,7 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
         offs = peers.group_ends(splits, device)
         dyq_t = columnwise(dyq, splits) if "wgrad" in settings.roles else None
         xq_t = columnwise(xq, splits) if "wgrad" in settings.roles else None
+        dy_e4m3_t = columnwise(dy_e4m3, splits) if "wgrad" in settings.roles else None
         for role in settings.roles:
             def product(split: bool):
                 return {
@@ -138,6 +216,9 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
             reference = None
             for name, build in (("grouped_linear:fp8", lambda: product(True)),
                                 ("grouped_linear:fp8_fast", lambda: product(False)),
+                                ("grouped_linear:fp8_block",
+                                 lambda: block_product(role, case, xq, wq, wq_t, dy_e4m3, xq_t,
+                                                       dy_e4m3_t, splits, device)),
                                 ("scaled_grouped_mm",
                                  lambda: scaled_grouped_mm(role, xq, wq, wq_t, dy_e4m3, offs))):
                 entry: Dict[str, object] = {}
@@ -145,7 +226,9 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
                     fn = build()
                     out = fn()
                     timer.synchronize()
-                    entry["check"] = "reference" if reference is None else "shape only"
+                    # Blockwise products use other scales: not compared.
+                    entry["check"] = ("reference" if reference is None else
+                                      "other scales" if name.endswith("_block") else "shape only")
                     if reference is None:
                         reference = out
                     del out
@@ -158,6 +241,7 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
                 impls[name] = entry
             impls["dense_fp8"] = dict(dense[role, False])
             impls["dense_fp8_fast"] = dict(dense[role, True])
+            impls["dense_fp8_block"] = dict(dense_block[role])
             add_ratios_fp8(impls)
             records.append({"case": case.name, "G": case.G, "K": case.K, "N": case.N,
                             "T": case.T, "routing": routing, "splits": splits_summary(splits),
@@ -171,9 +255,11 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
 
 
 def add_ratios_fp8(impls: Dict[str, dict]) -> None:
-    """Ratios to dense FP8 of the same accumulation: *_fast to dense_fp8_fast."""
+    """Ratios to dense FP8 of the same accumulation and scaling: *_fast to
+    dense_fp8_fast, *_block to dense_fp8_block (none where that did not run)."""
     for name, entry in impls.items():
-        base = impls.get("dense_fp8_fast" if name.endswith("_fast") else "dense_fp8", {})
+        base = impls.get("dense_fp8_fast" if name.endswith("_fast") else
+                         "dense_fp8_block" if name.endswith("_block") else "dense_fp8", {})
         if base.get("tflops") and "tflops" in entry:
             entry["ratio_to_dense"] = entry["tflops"] / base["tflops"]
 

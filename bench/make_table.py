@@ -122,7 +122,11 @@ def render(result: dict, source: str = "", plot: str = "") -> str:
                 "default for the forward; wgrad to bf16 has a fast kernel too, the other roles "
                 "fall back to fp32 accumulation) and is compared with `dense_fp8_fast` "
                 "(`use_fast_accum=True`). `scaled_grouped_mm` is `torch._scaled_grouped_mm` with "
-                "row-wise scales (E4M3 only, not run for wgrad).", "",
+                "row-wise scales (E4M3 only, not run for wgrad). `grouped_linear:fp8_block` "
+                "takes blockwise scales (Float8BlockScaling: E4M3 throughout, 1×128 blocks "
+                "for activations and gradients, 128×128 for weights) and is compared with "
+                "`dense_fp8_block`, `torch.nn.functional.scaled_mm` (cuBLAS) with the same "
+                "scalings (wgrad: 1×128 by 1×128).", "",
                 render_markdown(throughput_table(result["fp8_throughput"], notes)), ""]
     if result.get("fp8_end_to_end"):
         out += ["## FP8 end to end", "",

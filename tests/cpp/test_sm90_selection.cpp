@@ -118,18 +118,24 @@ TEST(Sm90KernelSelection, Fp8KernelsMatchBothOperandFormats) {
 TEST(Sm90KernelSelection, BlockScaledKernelsOnlyForBlockScales) {
   constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2, kF32 = DType::kFloat32;
   const std::vector<int64_t> uniform(8, 2048);
-  // One tile configuration per role: chosen whatever the group sizes.
+  // One tile configuration per role: chosen whatever the group sizes. The
+  // bf16 wgrad stores its tile whole (_widestore) unless it accumulates into
+  // the output, which that kernel cannot.
   for (const auto& sizes : {uniform, skewed(128), std::vector<int64_t>{0, 0}}) {
     EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes, true),
               "forward_e4m3_bf16_block_coop128x128");
     EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, sizes, true),
               "dgrad_e4m3_bf16_block_coop128x128");
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, sizes, true),
+              "wgrad_e4m3_bf16_block_coop128x128_widestore");
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, sizes, true, false, /*accumulate=*/true),
               "wgrad_e4m3_bf16_block_coop128x128");
   }
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, uniform, true),
             "dgrad_e5m2_bf16_block_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, uniform, true),
+            "wgrad_e5m2_bf16_block_coop128x128_widestore");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, uniform, true, false, /*accumulate=*/true),
             "wgrad_e5m2_bf16_block_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kF32, uniform, true),
             "wgrad_e4m3_to_fp32_block_coop128x128");

@@ -7,44 +7,46 @@
 
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 
-#define GL_SM90_KERNELS(X)                     \
-  X(forward_bf16_coop128x256)                  \
-  X(forward_bf16_ping64x256)                   \
-  X(forward_fp16_coop128x256)                  \
-  X(forward_fp16_ping64x256)                   \
-  X(dgrad_bf16_coop128x256)                    \
-  X(dgrad_bf16_ping64x256)                     \
-  X(dgrad_fp16_coop128x256)                    \
-  X(dgrad_fp16_ping64x256)                     \
-  X(wgrad_bf16_coop128x256)                    \
-  X(wgrad_bf16_coop256x128)                    \
-  X(wgrad_fp16_coop128x256)                    \
-  X(wgrad_fp16_coop256x128)                    \
-  X(wgrad_bf16_to_fp32_coop128x256)            \
-  X(wgrad_bf16_to_fp32_coop256x128)            \
-  X(wgrad_fp16_to_fp32_coop128x256)            \
-  X(wgrad_fp16_to_fp32_coop256x128)            \
-  X(forward_e4m3_bf16_halfcoop128x256)         \
-  X(dgrad_e4m3_bf16_coop128x128)               \
-  X(dgrad_e4m3_bf16_ping64x128)                \
-  X(dgrad_e5m2_bf16_halfcoop128x256)           \
-  X(wgrad_e4m3_bf16_coop128x128)               \
-  X(wgrad_e5m2_bf16_halfcoop128x256_widestore) \
-  X(wgrad_e5m2_bf16_halfcoop128x256)           \
-  X(wgrad_e4m3_to_fp32_coop128x128)            \
-  X(wgrad_e5m2_to_fp32_halfcoop128x256)        \
-  X(forward_e4m3_bf16_block_coop128x128)       \
-  X(dgrad_e4m3_bf16_block_coop128x128)         \
-  X(dgrad_e5m2_bf16_block_coop128x128)         \
-  X(wgrad_e4m3_bf16_block_coop128x128)         \
-  X(wgrad_e5m2_bf16_block_coop128x128)         \
-  X(wgrad_e4m3_to_fp32_block_coop128x128)      \
-  X(wgrad_e5m2_to_fp32_block_coop128x128)      \
-  X(forward_e4m3_bf16_fastcoop128x256)         \
-  X(forward_e4m3_bf16_fastping64x256)          \
-  X(dgrad_e5m2_bf16_fastcoop128x256)           \
-  X(dgrad_e5m2_bf16_fastping64x256)            \
-  X(wgrad_e5m2_bf16_fastcoop256x128_widestore) \
+#define GL_SM90_KERNELS(X)                       \
+  X(forward_bf16_coop128x256)                    \
+  X(forward_bf16_ping64x256)                     \
+  X(forward_fp16_coop128x256)                    \
+  X(forward_fp16_ping64x256)                     \
+  X(dgrad_bf16_coop128x256)                      \
+  X(dgrad_bf16_ping64x256)                       \
+  X(dgrad_fp16_coop128x256)                      \
+  X(dgrad_fp16_ping64x256)                       \
+  X(wgrad_bf16_coop128x256)                      \
+  X(wgrad_bf16_coop256x128)                      \
+  X(wgrad_fp16_coop128x256)                      \
+  X(wgrad_fp16_coop256x128)                      \
+  X(wgrad_bf16_to_fp32_coop128x256)              \
+  X(wgrad_bf16_to_fp32_coop256x128)              \
+  X(wgrad_fp16_to_fp32_coop128x256)              \
+  X(wgrad_fp16_to_fp32_coop256x128)              \
+  X(forward_e4m3_bf16_halfcoop128x256)           \
+  X(dgrad_e4m3_bf16_coop128x128)                 \
+  X(dgrad_e4m3_bf16_ping64x128)                  \
+  X(dgrad_e5m2_bf16_halfcoop128x256)             \
+  X(wgrad_e4m3_bf16_coop128x128)                 \
+  X(wgrad_e5m2_bf16_halfcoop128x256_widestore)   \
+  X(wgrad_e5m2_bf16_halfcoop128x256)             \
+  X(wgrad_e4m3_to_fp32_coop128x128)              \
+  X(wgrad_e5m2_to_fp32_halfcoop128x256)          \
+  X(forward_e4m3_bf16_block_coop128x128)         \
+  X(dgrad_e4m3_bf16_block_coop128x128)           \
+  X(dgrad_e5m2_bf16_block_coop128x128)           \
+  X(wgrad_e4m3_bf16_block_coop128x128_widestore) \
+  X(wgrad_e5m2_bf16_block_coop128x128_widestore) \
+  X(wgrad_e4m3_bf16_block_coop128x128)           \
+  X(wgrad_e5m2_bf16_block_coop128x128)           \
+  X(wgrad_e4m3_to_fp32_block_coop128x128)        \
+  X(wgrad_e5m2_to_fp32_block_coop128x128)        \
+  X(forward_e4m3_bf16_fastcoop128x256)           \
+  X(forward_e4m3_bf16_fastping64x256)            \
+  X(dgrad_e5m2_bf16_fastcoop128x256)             \
+  X(dgrad_e5m2_bf16_fastping64x256)              \
+  X(wgrad_e5m2_bf16_fastcoop256x128_widestore)   \
   X(wgrad_e5m2_bf16_fastcoop256x128)
 
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
@@ -89,7 +91,11 @@
 // promoting E4M3 forward (b88b52e: +0.04 to +0.16 over 128x128, above
 // 64x128 everywhere; benchmarks/h200-2026-12-03-b88b52e-tune-fwd.txt), and
 // the promoting E5M2 wgrad with the wide store (84076b9: +0.01 to +0.10 of
-// dense over the regular store in every case, 8 experts included).
+// dense over the regular store in every case, 8 experts included), and the
+// blockwise-scaled wgrads with the wide store (2026-12-04, both kernels by
+// override on one H200, outputs bit-identical: dsv3 fc1 1.81 -> 1.38 ms
+// uniform and 2.11 -> 1.61 skewed, mixtral fc1 and qwen3 fc1 within 4%;
+// benchmarks/h200-2026-12-04-block-wgrad-store.txt).
 #define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {

@@ -6,9 +6,9 @@
 // quantize_activation: a persistent grid walks tiles of 128 rows x 128
 // columns. Row tiles start at each group's first row, so a column-wise
 // 1 x 128 block is exactly one tile's rows, and tile (row tile, column
-// tile) writes its rows into both copies (per-tensor scales: full tiles of
-// 16-bit values through the wide path the weights use). The fused bias gradient writes
-// one partial sum per row tile and column; the last tile of a group to
+// tile) writes its rows into both copies (tiles of 128 columns of 16-bit
+// values through the wide paths of quantize_tile.cuh). The fused bias
+// gradient writes one partial sum per row tile and column; the last tile of a group to
 // finish (an atomic count per group and column tile) adds them in order.
 // quantize_weight: the same tiles per group; a 128 x 128 block is a tile.
 #include <cuda_runtime.h>
@@ -200,13 +200,23 @@ __device__ __forceinline__ void quantize_activation_ctas(const ActivationParams&
     io.vec_in = p.vec_in;
     io.vec_out = p.vec_row_out;
     const bool sums_on = in_group && p.dbias != nullptr;
-    // Per-tensor scales give both copies one scale: full tiles take the
-    // weights' wide path (quantize_tile.cuh), which sums no columns.
-    if constexpr (K != kInF32 && !kBlockScaled) {
-      if (!sums_on && full_tile(io, p.full_tiles)) {  // the same in every thread
-        quantize_full_tile<K, kUniform>(io, scale, p.format, p.power_2,
-                                        reinterpret_cast<uint16_t*>(tile), scratch, track,
-                                        amax_bits);
+    // Tiles of 128 columns of 16-bit values take the wide paths
+    // (quantize_tile.cuh), which sum no columns: per-tensor scales give both
+    // copies one scale (the weights' path), 1 x 128 blocks a scale per row
+    // and per column.
+    if constexpr (K != kInF32) {
+      if (!sums_on && wide_rows_tile(io, p.full_tiles)) {  // the same in every thread
+        if constexpr (kBlockScaled)
+          quantize_wide_tile_blockwise<K>(io, p.format, p.power_2,
+                                          reinterpret_cast<unsigned char*>(tile));
+        else if (io.nr == kTile && io.nr_pad == kTile)
+          quantize_full_tile<K, kUniform, true>(io, scale, p.format, p.power_2,
+                                                reinterpret_cast<uint16_t*>(tile), scratch, track,
+                                                amax_bits);
+        else
+          quantize_full_tile<K, kUniform, false>(io, scale, p.format, p.power_2,
+                                                 reinterpret_cast<uint16_t*>(tile), scratch, track,
+                                                 amax_bits);
         continue;
       }
     }
@@ -572,8 +582,8 @@ __device__ __forceinline__ void quantize_weight_ctas(const WeightParams& p, int 
     constexpr int kScaling = kBlockScaled ? kPerTile : kUniform;
     if constexpr (K != kInF32) {
       if (full_tile(io, p.full_tiles)) {  // the same in every thread
-        quantize_full_tile<K, kScaling>(io, scale, p.format, p.power_2, tile, scratch, track,
-                                        amax_bits);
+        quantize_full_tile<K, kScaling, true>(io, scale, p.format, p.power_2, tile, scratch, track,
+                                              amax_bits);
         continue;
       }
     }

@@ -116,6 +116,23 @@ __device__ __forceinline__ uint32_t fp8x4(const float (&v)[4], float s, Format f
   return q;
 }
 
+// fp8x4 with a scale per value (the column-wise codes of 1 x 128 block
+// scales, one scale per column): device_to_fp8(host_mul(v[e], s[e])) each.
+__device__ __forceinline__ uint32_t fp8x4_scaled(const float (&v)[4], const float (&s)[4],
+                                                 Format format) {
+  bool plain = true;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) plain = plain && plain_products(abs_bits(v[e]), s[e]);
+  if (plain)
+    return device_to_fp8x2(__fmul_rn(v[0], s[0]), __fmul_rn(v[1], s[1]), format) |
+           device_to_fp8x2(__fmul_rn(v[2], s[2]), __fmul_rn(v[3], s[3]), format) << 16;
+  uint32_t q = 0;
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    q |= static_cast<uint32_t>(device_to_fp8(host_mul(v[e], s[e]), format)) << (8 * e);
+  return q;
+}
+
 // Quantizes one tile. `scale` is the per-tensor scale (kUniform). With
 // `track`, abs_bits of every element is maxed into amax_bits (see
 // fp8_device.cuh; amax_from_abs_bits gives the amax); with `sums_on`,
@@ -277,6 +294,12 @@ __device__ __forceinline__ bool full_tile(const TileIO& io, bool aligned) {
   return aligned && io.nr == kTile && io.nc == kTile && io.nr_pad == kTile;
 }
 
+// Activations also take the wide paths with fewer rows (a group's last row
+// tile): 128 columns, any rows, the same alignment.
+__device__ __forceinline__ bool wide_rows_tile(const TileIO& io, bool aligned) {
+  return aligned && io.nc == kTile && io.nr > 0;
+}
+
 // The FP8 codes of a full tile, staged for the column-wise copy: 128 rows of
 // 128 bytes, 33 words a row so that both the row-wise writes and the
 // transposing reads below hit 32 different banks.
@@ -298,9 +321,42 @@ __device__ __forceinline__ void transpose_4x4_bytes(const uint32_t (&rows)[4],
   cols[3] = __byte_perm(hi01, hi23, 0x7632);
 }
 
-// quantize_tile for a full tile of 16-bit weights (kUniform or kPerTile), with
-// wider memory operations: 16-byte loads (8 elements a lane, a half-warp per
-// row, 4 rows a lane in flight) and 8-byte row-wise stores. Both weight
+// The column-wise copy of a tile from its codes staged row-major in
+// `code_tile` (kCodePitchWords words a row): lane 8a + b reads rows
+// 32s + 4b .. 32s + 4b + 3 of code word 4wg + a (columns 16wg + 4a .. + 3)
+// and stores each column's 4 bytes: 8 lanes write 32 consecutive bytes of
+// one column-wise row, 4 such sectors a store. Units (wg, s): 8 x 4, 4 a
+// warp. Rows from nr_pad on (a multiple of 16) are not written; kAllRows:
+// nr_pad is 128.
+template <bool kAllRows>
+__device__ __forceinline__ void write_columnwise_codes(const TileIO& io,
+                                                       const uint32_t* code_tile) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nr_pad = io.nr_pad;
+  const int a = lane >> 3, b = lane & 7;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int unit = warp + kWarps * k;
+    const int word = 4 * (unit & 7) + a, r = 32 * (unit >> 3) + 4 * b;
+    uint32_t rows[4], cols[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) rows[q] = code_tile[(r + q) * kCodePitchWords + word];
+    transpose_4x4_bytes(rows, cols);
+    if (kAllRows || r < nr_pad)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        *reinterpret_cast<uint32_t*>(io.col_out + (4 * word + e) * io.col_stride + r) = cols[e];
+  }
+}
+
+// quantize_tile for a tile of 128 columns of 16-bit values (kUniform or
+// kPerTile; kPerTile, the weights', full tiles only), with wider memory
+// operations: 16-byte loads (8 elements a lane, a half-warp per row, 4 rows
+// a lane in flight) and 8-byte row-wise stores. Rows [nr, 128) read as 0
+// (their codes are 0): the column-wise copy gets zeros for rows [nr, nr_pad)
+// and nothing after, as in quantize_tile. kAllRows: nr and nr_pad are 128,
+// known at compile time (the full tiles of weights and activations, which
+// the row checks would slow by about a tenth). Both weight
 // scalings give the two copies one scale, so the column-wise codes are the
 // row-wise codes transposed: they are converted once, staged as bytes
 // (aliasing `tile`, whose values kPerTile reads into registers first) and
@@ -308,15 +364,17 @@ __device__ __forceinline__ void transpose_4x4_bytes(const uint32_t (&rows)[4],
 // element twice and stores one byte a lane. The same codes, scales and amax
 // bits as quantize_tile: the conversions are the same and the maxima are
 // order-free.
-template <int K, int kScaling>
+template <int K, int kScaling, bool kAllRows>
 __device__ void quantize_full_tile(const TileIO& io, float scale, Format format, bool power_2,
                                    uint16_t* tile, float* scratch, bool track,
                                    uint32_t& amax_bits) {
   static_assert(K == kInBF16 || K == kInF16, "16-bit inputs only");
   static_assert(kScaling == kUniform || kScaling == kPerTile, "weight scalings only");
+  static_assert(kAllRows || kScaling == kUniform, "128 x 128 blocks are whole tiles");
   constexpr int kPitch = tile_pitch<K>();
   constexpr int kRows = kTile / (2 * kWarps);  // 8 rows a thread
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nr = io.nr;  // 128 where kAllRows (the checks below then compile away)
   const int half = lane >> 4, c = (lane & 15) * 8;
   const float fp8_max = format_info(format).max;
   const bool codes_staged = io.col_out != nullptr;
@@ -336,7 +394,8 @@ __device__ void quantize_full_tile(const TileIO& io, float scale, Format format,
   auto emit_row = [&](int r, const float (&v)[8], float s) {
     const float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
     const uint2 q = make_uint2(fp8x4(lo, s, format), fp8x4(hi, s, format));
-    if (io.row_out != nullptr) *reinterpret_cast<uint2*>(io.row_out + r * io.row_stride + c) = q;
+    if (io.row_out != nullptr && (kAllRows || r < nr))
+      *reinterpret_cast<uint2*>(io.row_out + r * io.row_stride + c) = q;
     if (codes_staged) {
       code_tile[r * kCodePitchWords + c / 4] = q.x;
       code_tile[r * kCodePitchWords + c / 4 + 1] = q.y;
@@ -349,7 +408,9 @@ __device__ void quantize_full_tile(const TileIO& io, float scale, Format format,
     uint4 raw[4];
 #pragma unroll
     for (int b = 0; b < 4; ++b)
-      raw[b] = __ldg(reinterpret_cast<const uint4*>(in + row_of(i0 + b) * io.in_stride + c));
+      raw[b] = kAllRows || row_of(i0 + b) < nr
+                   ? __ldg(reinterpret_cast<const uint4*>(in + row_of(i0 + b) * io.in_stride + c))
+                   : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
       const int r = row_of(i0 + b);
@@ -401,25 +462,132 @@ __device__ void quantize_full_tile(const TileIO& io, float scale, Format format,
 
   if (codes_staged) {
     __syncthreads();
-    // Lane 8a + b reads rows 32s + 4b .. 32s + 4b + 3 of code word 4wg + a
-    // (columns 16wg + 4a .. + 3) and stores each column's 4 bytes: 8 lanes
-    // write 32 consecutive bytes of one column-wise row, 4 such sectors a
-    // store. Units (wg, s): 8 x 4, 4 a warp.
-    const int a = lane >> 3, b = lane & 7;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int unit = warp + kWarps * k;
-      const int word = 4 * (unit & 7) + a, r = 32 * (unit >> 3) + 4 * b;
-      uint32_t rows[4], cols[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) rows[q] = code_tile[(r + q) * kCodePitchWords + word];
-      transpose_4x4_bytes(rows, cols);
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        *reinterpret_cast<uint32_t*>(io.col_out + (4 * word + e) * io.col_stride + r) = cols[e];
-    }
+    write_columnwise_codes<kAllRows>(io, code_tile);
   }
   if (codes_staged || kScaling == kPerTile) __syncthreads();
+}
+
+// quantize_tile for 1 x 128 block scales (kPerRowCol) on a tile of 128
+// columns of 16-bit activations and any number of rows, with
+// quantize_full_tile's memory operations. A row's scale comes from its 128
+// values (a half-warp's), a column's from the tile's rows, so the two
+// copies' codes differ and every value is converted twice, as in
+// quantize_tile. A thread takes 8 rows x 8 columns (all 8 loads in flight),
+// the column maxima meet in shared memory, and the column-wise pass reads
+// the thread's values again (from L1 or L2: holding them in registers
+// across the barriers spills the fp16 variants at 3 CTAs an SM); its codes
+// are staged as bytes and leave through write_columnwise_codes, 4 bytes a
+// lane, instead of one. Rows [nr, 128) read as 0, as in quantize_tile. Uses
+// kBlockwiseTileBytes of `smem`; ends with a barrier when it used it.
+constexpr size_t kColumnBitsOffset = kCodeTileBytes;  // [kWarps][kTile] abs_bits maxima
+constexpr size_t kColumnScaleOffset = kColumnBitsOffset + sizeof(uint32_t) * kWarps * kTile;
+constexpr size_t kBlockwiseTileBytes = kColumnScaleOffset + sizeof(float) * kTile;
+static_assert(kBlockwiseTileBytes <= tile_bytes<kInBF16>(), "fits the value tile's memory");
+
+template <int K>
+__device__ void quantize_wide_tile_blockwise(const TileIO& io, Format format, bool power_2,
+                                             unsigned char* smem) {
+  static_assert(K == kInBF16 || K == kInF16, "16-bit inputs only");
+  constexpr int kRows = kTile / (2 * kWarps);  // 8 rows a thread
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int half = lane >> 4, c = (lane & 15) * 8;
+  const float fp8_max = format_info(format).max;
+  const uint16_t* in = static_cast<const uint16_t*>(io.in);
+  auto row_of = [&](int i) { return 2 * warp + half + 16 * i; };
+  auto widen8 = [](const uint4& w, float (&v)[8]) {
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      v[2 * e] = widen<K>(static_cast<uint16_t>(words[e]));
+      v[2 * e + 1] = widen<K>(static_cast<uint16_t>(words[e] >> 16));
+    }
+  };
+
+  // Thread (warp, half) takes rows 2 * warp + half + 16 * i, i = 0 .. 7.
+  // `again`: a load the compiler may not merge with the first pass's.
+  auto load_rows = [&](uint4(&raw)[kRows], bool again) {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      raw[i] = make_uint4(0u, 0u, 0u, 0u);
+      if (row_of(i) >= io.nr) continue;
+      const uint16_t* src = in + row_of(i) * io.in_stride + c;
+      if (again)
+        asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(raw[i].x), "=r"(raw[i].y), "=r"(raw[i].z), "=r"(raw[i].w)
+                     : "l"(src));
+      else
+        raw[i] = __ldg(reinterpret_cast<const uint4*>(src));
+    }
+  };
+  uint4 raw[kRows];
+  load_rows(raw, false);
+
+  // Row-wise: each row's scale from its half-warp's maximum (the
+  // warp_segment_amax of quantize_tile), its codes stored at once.
+  uint32_t column_bits[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const int r = row_of(i);
+    float v[8];
+    widen8(raw[i], v);
+    uint32_t m = 0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const uint32_t bits = abs_bits(v[e]);
+      m = max(m, bits);
+      column_bits[e] = max(column_bits[e], bits);
+    }
+#pragma unroll
+    for (int offset = 8; offset > 0; offset /= 2)
+      m = max(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    if (io.row_out != nullptr && r < io.nr) {  // the same in the half-warp
+      const float s = block_scale(fold_block_amax(0.f, amax_from_abs_bits(m)), fp8_max, power_2);
+      if ((lane & 15) == 0) io.row_scale[r * io.row_scale_stride] = host_recip(s);
+      const float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
+      *reinterpret_cast<uint2*>(io.row_out + r * io.row_stride + c) =
+          make_uint2(fp8x4(lo, s, format), fp8x4(hi, s, format));
+    }
+  }
+  if (io.col_out == nullptr) return;  // the same in every thread
+
+  // Column-wise: the maxima of the two halves, then of the 8 warps.
+  uint32_t* code_tile = reinterpret_cast<uint32_t*>(smem);
+  uint32_t* warp_column_bits = reinterpret_cast<uint32_t*>(smem + kColumnBitsOffset);
+  float* column_scale = reinterpret_cast<float*>(smem + kColumnScaleOffset);
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    column_bits[e] = max(column_bits[e], __shfl_xor_sync(0xffffffffu, column_bits[e], 16));
+  if (half == 0) {
+    uint4* dst = reinterpret_cast<uint4*>(warp_column_bits + warp * kTile + c);
+    dst[0] = make_uint4(column_bits[0], column_bits[1], column_bits[2], column_bits[3]);
+    dst[1] = make_uint4(column_bits[4], column_bits[5], column_bits[6], column_bits[7]);
+  }
+  __syncthreads();
+  if (threadIdx.x < kTile) {
+    uint32_t m = 0;
+    for (int w = 0; w < kWarps; ++w) m = max(m, warp_column_bits[w * kTile + threadIdx.x]);
+    const float s = block_scale(fold_block_amax(0.f, amax_from_abs_bits(m)), fp8_max, power_2);
+    column_scale[threadIdx.x] = s;
+    io.col_scale[threadIdx.x * io.col_scale_stride] = host_recip(s);
+  }
+  __syncthreads();
+  load_rows(raw, true);
+  float lo_scale[4], hi_scale[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    lo_scale[e] = column_scale[c + e], hi_scale[e] = column_scale[c + 4 + e];
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const int r = row_of(i);
+    float v[8];
+    widen8(raw[i], v);
+    const float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
+    code_tile[r * kCodePitchWords + c / 4] = fp8x4_scaled(lo, lo_scale, format);
+    code_tile[r * kCodePitchWords + c / 4 + 1] = fp8x4_scaled(hi, hi_scale, format);
+  }
+  __syncthreads();
+  write_columnwise_codes<false>(io, code_tile);
+  __syncthreads();
 }
 
 }  // namespace grouped_linear::fp8::cuda_impl

@@ -1,0 +1,8 @@
+#include "core/cuda/sm90/kernel_configs.cuh"
+
+// The blockwise-scaled wgrad (Float8BlockScaling, E4M3 dY) with the wide
+// store of the per-tensor wgrads (WideStoreConfig): the 128x128 tile leaves
+// as one piece instead of the default epilogue's smaller ones, and no C
+// operand is read (beta = 0 only, never into main_grad).
+GL_SM90_KERNEL_AB(wgrad_e4m3_bf16_block_coop128x128_widestore, kWgrad, cutlass::float_e4m3_t,
+                  cutlass::float_e4m3_t, cutlass::bfloat16_t, WideStoreConfig<Fp8BlockCoop128x128>)
