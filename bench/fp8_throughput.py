@@ -117,7 +117,10 @@ def dense_fp8_block(role: str, case: ThroughputCase, device) -> callable:
                         _scales((n, kb), device, gen).t(), _scales((kb, n), device, gen)]
     else:
         recipe_b = F.ScalingType.BlockWise128x128
-        candidates_b = [_scales((nb, kb), device, gen).t(), _scales((kb, nb), device, gen)]
+        # torch 2.11 wants the k blocks padded to a multiple of 4 (K = 768: 8 x nb).
+        kb4 = _cdiv(kb, 4) * 4
+        candidates_b = [_scales((nb, kb), device, gen).t(), _scales((kb, nb), device, gen),
+                        _scales((nb, kb4), device, gen).t(), _scales((kb4, nb), device, gen)]
     errors = []
     for scale_b in candidates_b:
         def fn(scale_b=scale_b):
