@@ -2,7 +2,7 @@
 throughput cases, to choose the tile configuration per role and problem.
 
     python -m bench.tune_sm90 [--out tune.json] [--cases a,b] [--roles fwd,wgrad]
-                              [--precision bf16|fp8]
+                              [--precision bf16|fp8|fp8_block]
 
 Build with the candidates first: `GL_SM90_TUNING=1 scripts/setup.sh` (CMake
 option GL_SM90_TUNING=ON). bf16: the bf16 kernels (fp16 runs the same
@@ -11,6 +11,11 @@ recipe (E4M3 forward, E5M2 gradients, bf16 out), operands quantized as
 `python -m bench --sections fp8` does, against torch._scaled_mm; the fp8
 role `wgrad_main_grad` (only when named in --roles) adds wgrad into a
 float32 main_grad (fuse_wgrad_accumulation), against the same dense wgrad.
+fp8_block: the blockwise-scaled kernels (Float8BlockScaling: E4M3, bf16
+out) on the operands and scales of the FP8 section's blockwise rows,
+against torch.nn.functional.scaled_mm with the same block scalings (or
+torch._scaled_mm with per-tensor scales where this torch has no blockwise
+one; the record says which).
 Each figure is the median of CUDA-event timed runs, as a ratio to a dense
 GEMM of the same M, N, K measured in the same process.
 """
@@ -34,6 +39,8 @@ ENGINE = "sm90_grouped"
 ROLE_PREFIX = {"fwd": "forward_bf16_", "dgrad": "dgrad_bf16_", "wgrad": "wgrad_bf16_"}
 FP8_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_", "dgrad": "dgrad_e5m2_bf16_",
                    "wgrad": "wgrad_e5m2_bf16_", "wgrad_main_grad": "wgrad_e5m2_to_fp32_"}
+BLOCK_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_block_", "dgrad": "dgrad_e4m3_bf16_block_",
+                     "wgrad": "wgrad_e4m3_bf16_block_"}
 
 
 def time_kernels(fn, prefix: str, kernels: List[str], row: Dict, dense_ms: float, timer,
@@ -45,7 +52,7 @@ def time_kernels(fn, prefix: str, kernels: List[str], row: Dict, dense_ms: float
     ops.set_kernel_override("cuda", ENGINE, "")
     reference = result()
     for name in kernels:
-        if (not name.startswith(prefix) or "_block_" in name
+        if (not name.startswith(prefix) or ("_block_" in name) != ("_block_" in prefix)
                 or ("_to_fp32_" in name) != ("_to_fp32_" in prefix)):
             continue
         ops.set_kernel_override("cuda", ENGINE, name)
@@ -141,6 +148,32 @@ def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
     return rows
 
 
+def measure_block_case(case, roles, kernels, device, timer, args) -> List[Dict]:
+    gen = torch.Generator(device=device).manual_seed(0)
+    xq = torch.randn(case.T, case.K, device=device, generator=gen).to(fp8.E4M3)
+    wq = torch.randn(case.G, case.N, case.K, device=device, generator=gen).to(fp8.E4M3)
+    dyq = torch.randn(case.T, case.N, device=device, generator=gen).to(fp8.E4M3)
+    wq_t = wq.transpose(1, 2).contiguous()
+    rows = []
+    for role in roles:
+        try:
+            dense, peer = fp8.dense_fp8_block(role, case, device), "dense_fp8_block"
+        except RuntimeError as exc:
+            print(f"tune_sm90: no blockwise dense peer ({exc}); per-tensor instead")
+            dense, peer = fp8.dense_fp8(role, case, device), "dense_fp8"
+        dense_ms = median_ms(timer, dense, args.warmup, args.reps)
+        for routing in ROUTINGS:
+            splits = make_splits(routing, case.G, case.T)
+            xq_t = fp8.columnwise(xq, splits) if role == "wgrad" else None
+            dyq_t = fp8.columnwise(dyq, splits) if role == "wgrad" else None
+            fn = fp8.block_product(role, case, xq, wq, wq_t, dyq, xq_t, dyq_t, splits, device)
+            row = new_row(case, routing, role, dense_ms)
+            row["dense"] = peer
+            time_kernels(fn, BLOCK_ROLE_PREFIX[role], kernels, row, dense_ms, timer, args)
+            rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="tune_sm90.json")
@@ -148,7 +181,7 @@ def main(argv=None) -> int:
     parser.add_argument("--roles", default=",".join(ROLES))
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=15)
-    parser.add_argument("--precision", choices=("bf16", "fp8"), default="bf16")
+    parser.add_argument("--precision", choices=("bf16", "fp8", "fp8_block"), default="bf16")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("tune_sm90: needs a CUDA GPU", file=sys.stderr)
@@ -167,7 +200,8 @@ def main(argv=None) -> int:
               f"{list(known)}", file=sys.stderr)
         return 2
     records: List[Dict] = []
-    measure = measure_fp8_case if args.precision == "fp8" else measure_bf16_case
+    measure = {"bf16": measure_bf16_case, "fp8": measure_fp8_case,
+               "fp8_block": measure_block_case}[args.precision]
     try:
         for case in cases:
             records.extend(measure(case, roles, kernels, device, timer, args))

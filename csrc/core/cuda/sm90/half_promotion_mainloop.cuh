@@ -15,12 +15,12 @@
 
 namespace grouped_linear::cuda::sm90 {
 
-// Base: the mainloop CUTLASS builds for a cooperative FP8 (promoting)
-// configuration. Only the consumer side changes: its TiledMma (atoms half as
-// wide, two along N), mma() and mma_tail(); loads, pipeline and tensor maps
-// are the base's.
+// What the half-width promotions share (this one and the blockwise one of
+// block_half_promotion_mainloop.cuh): the consumer's TiledMma (atoms half as
+// wide as the tile, two warpgroups along M), the operand fragments, and one
+// half's MMAs of a k-tile.
 template <class Base>
-struct HalfPromotionMainloop : Base {
+struct HalfWidthMma {
   using TileShape = typename Base::TileShape;
   static constexpr int kTileM = decltype(cute::size<0>(TileShape{}))::value;
   static constexpr int kTileN = decltype(cute::size<1>(TileShape{}))::value;
@@ -32,12 +32,12 @@ struct HalfPromotionMainloop : Base {
                                  cute::GMMA::Major::K, cute::GMMA::Major::K>(),
       cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
 
+  // This thread's A (MMA, 1, MMA_K, PIPE) and B (MMA, 2, MMA_K, PIPE)
+  // fragments of the staged operands.
   template <class FrgTensorC>
-  CUTLASS_DEVICE void mma(typename Base::MainloopPipeline pipeline,
-                          typename Base::PipelineState smem_pipe_read, FrgTensorC& accum,
-                          int k_tile_count, int thread_idx,
-                          typename Base::TensorStorage& shared_tensors,
-                          typename Base::Params const&) {
+  CUTLASS_DEVICE static auto fragments(TiledMma& tiled_mma, int thread_idx,
+                                       typename Base::TensorStorage& shared_tensors,
+                                       FrgTensorC const& accum) {
     using namespace cute;
     Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()),
                             typename Base::SmemLayoutA{});  // (BLK_M, BLK_K, PIPE)
@@ -47,41 +47,81 @@ struct HalfPromotionMainloop : Base {
     const Layout warp_groups =
         make_layout(Int<kWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
     const int warp_group = __shfl_sync(0xffffffff, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
-    TiledMma tiled_mma;
     auto thread_mma = tiled_mma.get_slice(warp_groups(warp_group));
-    Tensor tCrA = thread_mma.make_fragment_A(thread_mma.partition_A(sA));  // (MMA, 1, MMA_K, PIPE)
-    Tensor tCrB = thread_mma.make_fragment_B(thread_mma.partition_B(sB));  // (MMA, 2, MMA_K, PIPE)
+    Tensor tCrA = thread_mma.make_fragment_A(thread_mma.partition_A(sA));
+    Tensor tCrB = thread_mma.make_fragment_B(thread_mma.partition_B(sB));
     static_assert(decltype(size<1>(tCrA))::value == 1 && decltype(size<1>(accum))::value == 1,
                   "one 64-row MMA a warpgroup");
     static_assert(decltype(size<1>(tCrB))::value == 2 && decltype(size<2>(accum))::value == 2,
                   "two half-width MMAs along N");
+    return make_tuple(tCrA, tCrB);
+  }
 
-    Tensor partial = make_fragment_like(accum(_, 0, 0));  // one half's tensor-core sums
-    clear(accum);
+  // fn(stage) for each k-tile in turn, once its stage is loaded; fn
+  // completes every MMA it issues, so the stage is released right after.
+  template <class Fn>
+  CUTLASS_DEVICE static void for_each_k_tile(typename Base::MainloopPipeline& pipeline,
+                                             typename Base::PipelineState& smem_pipe_read,
+                                             int k_tile_count, Fn&& fn) {
     for (; k_tile_count > 0; --k_tile_count) {
       auto token = pipeline.consumer_try_wait(smem_pipe_read);
       pipeline.consumer_wait(smem_pipe_read, token);
-      const int stage = smem_pipe_read.index();
-      CUTLASS_PRAGMA_UNROLL
-      for (int half = 0; half < 2; ++half) {
-        tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-        warpgroup_fence_operand(partial);
-        warpgroup_arrive();
-        CUTLASS_PRAGMA_UNROLL
-        for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
-          cute::gemm(tiled_mma, tCrA(_, 0, k_block, stage), tCrB(_, half, k_block, stage), partial);
-          tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(partial);
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(partial); ++i) accum(i, 0, half) += partial(i);
-      }
-      // Both halves' MMAs are complete: the stage is free at once.
+      fn(smem_pipe_read.index());
       pipeline.consumer_release(smem_pipe_read);
       ++smem_pipe_read;
     }
+  }
+
+  // Half `half` of the k-tile in `stage`, summed into `partial` from zero;
+  // its MMAs are complete on return.
+  template <class FrgA, class FrgB, class FrgPartial>
+  CUTLASS_DEVICE static void run_half(TiledMma& tiled_mma, FrgA const& tCrA, FrgB const& tCrB,
+                                      int stage, int half, FrgPartial& partial) {
+    using namespace cute;
+    tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+    warpgroup_fence_operand(partial);
+    warpgroup_arrive();
+    CUTLASS_PRAGMA_UNROLL
+    for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
+      cute::gemm(tiled_mma, tCrA(_, 0, k_block, stage), tCrB(_, half, k_block, stage), partial);
+      tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(partial);
+  }
+};
+
+// Base: the mainloop CUTLASS builds for a cooperative FP8 (promoting)
+// configuration. Only the consumer side changes: its TiledMma (atoms half as
+// wide, two along N), mma() and mma_tail(); loads, pipeline and tensor maps
+// are the base's.
+template <class Base>
+struct HalfPromotionMainloop : Base {
+  using Mma = HalfWidthMma<Base>;
+  using TiledMma = typename Mma::TiledMma;
+
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma(typename Base::MainloopPipeline pipeline,
+                          typename Base::PipelineState smem_pipe_read, FrgTensorC& accum,
+                          int k_tile_count, int thread_idx,
+                          typename Base::TensorStorage& shared_tensors,
+                          typename Base::Params const&) {
+    using namespace cute;
+    TiledMma tiled_mma;
+    auto fragments = Mma::fragments(tiled_mma, thread_idx, shared_tensors, accum);
+    auto& tCrA = get<0>(fragments);
+    auto& tCrB = get<1>(fragments);
+    Tensor partial = make_fragment_like(accum(_, 0, 0));  // one half's tensor-core sums
+    clear(accum);
+    Mma::for_each_k_tile(pipeline, smem_pipe_read, k_tile_count, [&](int stage) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        Mma::run_half(tiled_mma, tCrA, tCrB, stage, half, partial);
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(partial); ++i) accum(i, 0, half) += partial(i);
+      }
+    });
   }
 
   // mma() waits for every MMA and releases every stage it read.

@@ -52,7 +52,12 @@
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
-// 2026-12-03 runs).
+// 2026-12-03 runs); the blockwise-scaled forward and dgrad on 128x256 tiles
+// with the half-width promotion (block_half_promotion_mainloop.cuh; written
+// 2026-12-04, compiled without spills, not yet run on a GPU: the next step
+// is `pytest tests/python/test_sm90_fp8_kernels.py` and `python -m
+// bench.tune_sm90 --precision fp8_block --roles fwd,dgrad` in a tuning
+// build).
 // Candidates that lost were removed, with the run that decided:
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
 //    sources in commit ca6849d);
@@ -96,7 +101,10 @@
 // override on one H200, outputs bit-identical: dsv3 fc1 1.81 -> 1.38 ms
 // uniform and 2.11 -> 1.61 skewed, mixtral fc1 and qwen3 fc1 within 4%;
 // benchmarks/h200-2026-12-04-block-wgrad-store.txt).
-#define GL_SM90_TUNING_KERNELS(X) X(wgrad_e5m2_bf16_fastcoop128x256)
+#define GL_SM90_TUNING_KERNELS(X)            \
+  X(wgrad_e5m2_bf16_fastcoop128x256)         \
+  X(forward_e4m3_bf16_block_halfcoop128x256) \
+  X(dgrad_e4m3_bf16_block_halfcoop128x256)
 
 namespace grouped_linear::cuda::sm90 {
 

@@ -355,8 +355,9 @@ __device__ __forceinline__ void write_columnwise_codes(const TileIO& io,
 // a lane in flight) and 8-byte row-wise stores. Rows [nr, 128) read as 0
 // (their codes are 0): the column-wise copy gets zeros for rows [nr, nr_pad)
 // and nothing after, as in quantize_tile. kAllRows: nr and nr_pad are 128,
-// known at compile time (the full tiles of weights and activations, which
-// the row checks would slow by about a tenth). Both weight
+// known at compile time, so full tiles (all of the weights', most of the
+// activations') run the instructions they ran before partial tiles came
+// here, without row checks. Both weight
 // scalings give the two copies one scale, so the column-wise codes are the
 // row-wise codes transposed: they are converted once, staged as bytes
 // (aliasing `tile`, whose values kPerTile reads into registers first) and
