@@ -183,6 +183,13 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--precision", choices=("bf16", "fp8", "fp8_block"), default="bf16")
     args = parser.parse_args(argv)
+    roles = [r for r in args.roles.split(",") if r]
+    known = ROLES + (("wgrad_main_grad",) if args.precision == "fp8" else ())
+    unknown = [r for r in roles if r not in known]
+    if unknown:  # named before looking for a GPU
+        print(f"tune_sm90: --roles: {unknown} unknown for {args.precision}; expected some of "
+              f"{list(known)}", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("tune_sm90: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -192,13 +199,6 @@ def main(argv=None) -> int:
     case_file = load_cases()
     wanted = [c for c in args.cases.split(",") if c]
     cases = [c for c in case_file.throughput if not wanted or c.name in wanted]
-    roles = [r for r in args.roles.split(",") if r]
-    known = ROLES + (("wgrad_main_grad",) if args.precision == "fp8" else ())
-    unknown = [r for r in roles if r not in known]
-    if unknown:
-        print(f"tune_sm90: --roles: {unknown} unknown for {args.precision}; expected some of "
-              f"{list(known)}", file=sys.stderr)
-        return 2
     records: List[Dict] = []
     measure = {"bf16": measure_bf16_case, "fp8": measure_fp8_case,
                "fp8_block": measure_block_case}[args.precision]

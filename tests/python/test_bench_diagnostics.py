@@ -1,7 +1,8 @@
 """The benchmark's FP8 end-to-end steps and its diagnostics' arguments, on
 the CPU: every step of bench.fp8_module runs and is timed, and
-bench.step_profile / bench.store_probe / bench.host_profile refuse unknown
-names, and bench.host_ab malformed builds, before they look for a GPU."""
+bench.step_profile / bench.store_probe / bench.host_profile / bench.tune_sm90
+refuse unknown names, and bench.host_ab malformed builds, before they look
+for a GPU."""
 
 import sys
 from pathlib import Path
@@ -12,7 +13,8 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench import fp8_module, host_ab, host_profile, step_profile, store_probe  # noqa: E402
+from bench import (fp8_module, host_ab, host_profile, step_profile,  # noqa: E402
+                   store_probe, tune_sm90)
 from bench.cases import ThroughputCase  # noqa: E402
 from bench.timing import HostTimer  # noqa: E402
 
@@ -45,6 +47,15 @@ def test_step_profile_names_an_unknown_recipe():
 def test_diagnostics_name_an_unknown_case(main):
     with pytest.raises(SystemExit, match=r"--cases: unknown \['no_such_case'\]"):
         main(["--cases", "no_such_case"])
+
+
+def test_tune_sm90_names_bad_precision_and_roles(capsys):
+    with pytest.raises(SystemExit):
+        tune_sm90.main(["--precision", "fp9"])
+    assert "invalid choice: 'fp9'" in capsys.readouterr().err
+    # wgrad_main_grad exists for per-tensor FP8 only; refused before any GPU is looked for.
+    assert tune_sm90.main(["--precision", "fp8_block", "--roles", "fwd,wgrad_main_grad"]) == 2
+    assert "--roles: ['wgrad_main_grad'] unknown for fp8_block" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("builds, pattern", [
