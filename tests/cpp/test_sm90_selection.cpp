@@ -238,7 +238,9 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256"};
+  const std::vector<std::string> candidates = {
+      "wgrad_e5m2_bf16_fastcoop128x256", "forward_e4m3_bf16_block_halfcoop128x256",
+      "dgrad_e4m3_bf16_block_halfcoop128x256", "wgrad_e4m3_bf16_block_halfcoop128x256_widestore"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -264,6 +266,11 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat32, sizes),
               "wgrad_e5m2_to_fp32_halfcoop128x256");
   }
+  // The blockwise-scaled candidates are passed over too
+  // (BlockScaledKernelsOnlyForBlockScales, in the same binary), unless forced.
+  set_kernel_override("wgrad_e4m3_bf16_block_halfcoop128x256_widestore");
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, long_groups, true),
+            "wgrad_e4m3_bf16_block_halfcoop128x256_widestore");
   set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),
             "wgrad_e5m2_bf16_fastcoop128x256");

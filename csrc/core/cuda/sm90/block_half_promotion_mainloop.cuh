@@ -6,9 +6,11 @@
 // added into the fp32 accumulator once its MMAs complete, scaled by its
 // rows' and columns' block scales as CUTLASS's mainloop scales them
 // (acc += sum * sfa * sfb): 128 + 64 accumulator registers and a few scales,
-// so the forward's and dgrad's 128x256 tile fits. Column scales must be one
-// per half (the weights' 128 x 128 blocks); wgrad's per-column scales would
-// need 64 more registers a thread.
+// so a 128x256 tile fits. The forward's and dgrad's column scales are one
+// per half (the weights' 128 x 128 blocks) and stay in registers; wgrad's
+// are one per column (Xᵀ's 1 x 128 blocks), 32 distinct ones a thread per
+// half, which would not fit beside the accumulators, so each is read from
+// the stage's shared memory where it is used.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -27,7 +29,10 @@ struct BlockHalfPromotionMainloop : Base {
   using Mma = HalfWidthMma<Base>;
   using TiledMma = typename Mma::TiledMma;
   static_assert(Mma::kTileK == 128, "one scale block per k-tile");
-  static_assert(Base::ScaleNsPerTile <= 2, "at most one column scale per half-width MMA");
+  // wgrad: one scale per column of the tile; else at most one per half.
+  static constexpr bool kColumnScales = Base::ScaleNsPerTile > 2;
+  static_assert(kColumnScales ? Base::ScaleNsPerTile == Mma::kTileN : true,
+                "column scales: one per column of the tile, or at most one per half");
 
   template <class FrgTensorC>
   CUTLASS_DEVICE void mma(typename Base::MainloopPipeline pipeline,
@@ -72,13 +77,22 @@ struct BlockHalfPromotionMainloop : Base {
     clear(accum);
     Mma::for_each_k_tile(pipeline, smem_pipe_read, k_tile_count, [&](int stage) {
       copy(tCsSFA(_, _, _, make_coord(_0{}, stage)), tCrSFA);
-      copy(tCsSFB(_, _, _, make_coord(_0{}, stage)), tCrSFB);
+      if constexpr (!kColumnScales) copy(tCsSFB(_, _, _, make_coord(_0{}, stage)), tCrSFB);
       CUTLASS_PRAGMA_UNROLL
       for (int half = 0; half < 2; ++half) {
         Mma::run_half(tiled_mma, tCrA, tCrB, stage, half, partial);
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < size(partial); ++i)
-          accum(i, 0, half) += partial(i) * tCrSFA(i, 0, half) * tCrSFB(i, 0, half);
+        if constexpr (kColumnScales) {
+          // The stage is released only after this k-tile, so its scales
+          // are still there.
+          Tensor sfb = tCsSFB(_, 0, half, make_coord(_0{}, stage));
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(partial); ++i)
+            accum(i, 0, half) += partial(i) * tCrSFA(i, 0, half) * sfb(i);
+        } else {
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < size(partial); ++i)
+            accum(i, 0, half) += partial(i) * tCrSFA(i, 0, half) * tCrSFB(i, 0, half);
+        }
       }
     });
   }
@@ -88,10 +102,12 @@ struct BlockHalfPromotionMainloop : Base {
   }
 };
 
-// The blockwise-scaled forward and dgrad on bf16's 128x256 cooperative tile.
+// The blockwise-scaled kernels on bf16's 128x256 cooperative tile.
 struct Fp8BlockHalfPromotionCoop128x256 : BlockScaledTileConfig<128, 256> {
   template <class Built>
   using Mainloop = BlockHalfPromotionMainloop<Built>;
 };
+using Fp8BlockHalfPromotionCoop128x256WideStore =
+    WideStoreConfig<Fp8BlockHalfPromotionCoop128x256, 128>;
 
 }  // namespace grouped_linear::cuda::sm90

@@ -134,5 +134,7 @@ struct Fp8HalfPromotionCoop128x256 : TileConfig<128, 256, 128, 1, true> {
   template <class Built>
   using Mainloop = HalfPromotionMainloop<Built>;
 };
+// With the wide store (kernel_configs.cuh), one 128x128 piece a half.
+using Fp8HalfPromotionCoop128x256WideStore = WideStoreConfig<Fp8HalfPromotionCoop128x256, 128>;
 
 }  // namespace grouped_linear::cuda::sm90

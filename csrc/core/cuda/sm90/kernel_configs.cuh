@@ -46,12 +46,15 @@ using Fp8FastPing64x256 = Fp8FastAccumTileConfig<64, 256, false>;
 // wgrad writes G*N*K outputs from short reductions, so its epilogue's stores
 // bound it (benchmarks/reading.md). The default epilogue stores a 256x128
 // tile as eight 128x32 pieces with at most two in flight; this one stores
-// two 128xN pieces, both in flight, and gives up reading C (the staging C
-// would need): beta = 0 only, no main_grad accumulation.
-template <class Base>
+// 128 x PieceN pieces, all of a tile in flight, and gives up reading C (the
+// staging C would need): beta = 0 only, no main_grad accumulation. The
+// half-width promotions' tiles (half_promotion_mainloop.cuh) leave in one
+// piece per half-width MMA, PieceN = TileN / 2: a wider piece does not
+// match their accumulator's fragments.
+template <class Base, int PieceN = Base::kTileN>
 struct WideStoreConfig : Base {
   static constexpr bool kReadsSource = false;
-  using EpilogueTile = cute::Shape<cute::_128, cute::Int<Base::kTileN>>;
+  using EpilogueTile = cute::Shape<cute::_128, cute::Int<PieceN>>;
 };
 
 }  // namespace grouped_linear::cuda::sm90

@@ -52,12 +52,12 @@
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
-// 2026-12-03 runs); the blockwise-scaled forward and dgrad on 128x256 tiles
-// with the half-width promotion (block_half_promotion_mainloop.cuh; written
-// 2026-12-04, compiled without spills, not yet run on a GPU: the next step
-// is `pytest tests/python/test_sm90_fp8_kernels.py` and `python -m
-// bench.tune_sm90 --precision fp8_block --roles fwd,dgrad` in a tuning
-// build).
+// 2026-12-03 runs); the blockwise-scaled forward, dgrad and wgrad (wide
+// store) on 128x256 tiles with the half-width promotion
+// (block_half_promotion_mainloop.cuh; written 2026-12-04, compiled without
+// spills, not yet run on a GPU: the next step is `pytest
+// tests/python/test_sm90_fp8_kernels.py -k block` and `python -m
+// bench.tune_sm90 --precision fp8_block` in a tuning build).
 // Candidates that lost were removed, with the run that decided:
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
 //    sources in commit ca6849d);
@@ -104,7 +104,8 @@
 #define GL_SM90_TUNING_KERNELS(X)            \
   X(wgrad_e5m2_bf16_fastcoop128x256)         \
   X(forward_e4m3_bf16_block_halfcoop128x256) \
-  X(dgrad_e4m3_bf16_block_halfcoop128x256)
+  X(dgrad_e4m3_bf16_block_halfcoop128x256)   \
+  X(wgrad_e4m3_bf16_block_halfcoop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
