@@ -3,6 +3,7 @@ throughput cases, to choose the tile configuration per role and problem.
 
     python -m bench.tune_sm90 [--out tune.json] [--cases a,b] [--roles fwd,wgrad]
                               [--precision bf16|fp8|fp8_block]
+                              [--tile-orders along_m,along_n,shorter_side]
 
 Build with the candidates first: `GL_SM90_TUNING=1 scripts/setup.sh` (CMake
 option GL_SM90_TUNING=ON). bf16: the bf16 kernels (fp16 runs the same
@@ -17,7 +18,10 @@ against torch.nn.functional.scaled_mm with the same block scalings (or
 torch._scaled_mm with per-tensor scales where this torch has no blockwise
 one; the record says which).
 Each figure is the median of CUDA-event timed runs, as a ratio to a dense
-GEMM of the same M, N, K measured in the same process.
+GEMM of the same M, N, K measured in the same process. --tile-orders times
+each kernel under each order in which the CTAs can walk a group's tiles
+(ops.set_tile_order; recorded as "kernel@order"); without it, under the
+automatic one.
 """
 
 import argparse
@@ -37,6 +41,7 @@ from .timing import CudaEventTimer, median_ms
 
 ENGINE = "sm90_grouped"
 ROLE_PREFIX = {"fwd": "forward_bf16_", "dgrad": "dgrad_bf16_", "wgrad": "wgrad_bf16_"}
+TILE_ORDERS = ("along_m", "along_n", "shorter_side")
 FP8_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_", "dgrad": "dgrad_e5m2_bf16_",
                    "wgrad": "wgrad_e5m2_bf16_", "wgrad_main_grad": "wgrad_e5m2_to_fp32_"}
 BLOCK_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_block_", "dgrad": "dgrad_e4m3_bf16_block_",
@@ -45,24 +50,29 @@ BLOCK_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_block_", "dgrad": "dgrad_e4m3_bf1
 
 def time_kernels(fn, prefix: str, kernels: List[str], row: Dict, dense_ms: float, timer,
                  args, result=None) -> None:
-    """Every kernel whose name starts with `prefix` (forced by name), timed,
-    its result compared with the automatic choice's. `result` (default fn)
-    gives the value compared, where fn adds into a buffer."""
+    """Every kernel whose name starts with `prefix` (forced by name), timed
+    under each of args.tile_orders, its result compared with the automatic
+    choice's. `result` (default fn) gives the value compared, where fn adds
+    into a buffer."""
     result = result or fn
     ops.set_kernel_override("cuda", ENGINE, "")
+    ops.set_tile_order("cuda", ENGINE, "")
     reference = result()
     for name in kernels:
         if (not name.startswith(prefix) or ("_block_" in name) != ("_block_" in prefix)
                 or ("_to_fp32_" in name) != ("_to_fp32_" in prefix)):
             continue
         ops.set_kernel_override("cuda", ENGINE, name)
-        got = result()
-        err = relative_error(got, reference)
-        del got
-        ms = median_ms(timer, fn, args.warmup, args.reps)
-        row["kernels"][name] = {"ms": ms, "ratio_to_dense": dense_ms / ms,
-                                "rel_err_vs_default": err}
+        for order in args.tile_orders or [""]:
+            ops.set_tile_order("cuda", ENGINE, order)
+            got = result()
+            err = relative_error(got, reference)
+            del got
+            ms = median_ms(timer, fn, args.warmup, args.reps)
+            row["kernels"][f"{name}@{order}" if order else name] = {
+                "ms": ms, "ratio_to_dense": dense_ms / ms, "rel_err_vs_default": err}
     ops.set_kernel_override("cuda", ENGINE, "")
+    ops.set_tile_order("cuda", ENGINE, "")
     if not row["kernels"]:
         print(f"{row['case']:16s} {row['routing']:8s} {row['role']:6s} no {prefix}* kernel built")
         return
@@ -182,8 +192,16 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--precision", choices=("bf16", "fp8", "fp8_block"), default="bf16")
+    parser.add_argument("--tile-orders", default="",
+                        help=f"comma-separated, some of {','.join(TILE_ORDERS)}")
     args = parser.parse_args(argv)
     roles = [r for r in args.roles.split(",") if r]
+    args.tile_orders = [o for o in args.tile_orders.split(",") if o]
+    bad_orders = [o for o in args.tile_orders if o not in TILE_ORDERS]
+    if bad_orders:
+        print(f"tune_sm90: --tile-orders: {bad_orders} unknown; expected some of "
+              f"{list(TILE_ORDERS)}", file=sys.stderr)
+        return 2
     known = ROLES + (("wgrad_main_grad",) if args.precision == "fp8" else ())
     unknown = [r for r in roles if r not in known]
     if unknown:  # named before looking for a GPU
@@ -208,7 +226,9 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()
     finally:
         ops.set_kernel_override("cuda", ENGINE, "")
-        write_diagnostic(args.out, records, precision=args.precision)
+        ops.set_tile_order("cuda", ENGINE, "")
+        write_diagnostic(args.out, records, precision=args.precision,
+                         tile_orders=args.tile_orders or ["automatic"])
     return 0
 
 

@@ -44,6 +44,11 @@ void GroupedGemmEngine::set_kernel_override(const std::string& name) {
                  "' has no named kernels; expected ''");
 }
 
+void GroupedGemmEngine::set_tile_order(const std::string& order) {
+  GL_CHECK_VALUE(order.empty(), "tile order: got '", order, "', but engine '", this->name(),
+                 "' has no tile scheduler; expected ''");
+}
+
 void register_engine(DeviceType device_type, GroupedGemmEngine* engine) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);

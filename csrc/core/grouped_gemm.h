@@ -67,6 +67,9 @@ class GroupedGemmEngine {
   // tests and tuning may force one by name ("" restores the automatic choice).
   virtual std::vector<std::string> kernel_names() const { return {}; }
   virtual void set_kernel_override(const std::string& name);
+  // Engines with a persistent tile scheduler: the order in which CTAs walk
+  // each group's output tiles, for tuning ("" restores the automatic one).
+  virtual void set_tile_order(const std::string& order);
 
   // FP8 products (core/fp8/fp8_gemm.h). An engine with FP8 kernels returns
   // true from runs_fp8 for the problems it covers and implements these;

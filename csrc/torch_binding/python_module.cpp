@@ -195,6 +195,11 @@ void set_kernel_override_for(const std::string& device_type, const std::string& 
   engine_by_name(parse_device_type(device_type), engine).set_kernel_override(kernel);
 }
 
+void set_tile_order_for(const std::string& device_type, const std::string& engine,
+                        const std::string& order) {
+  engine_by_name(parse_device_type(device_type), engine).set_tile_order(order);
+}
+
 }  // namespace
 }  // namespace grouped_linear::torch_binding
 
@@ -270,6 +275,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_kernel_override", guarded(&set_kernel_override_for), py::arg("device_type"),
         py::arg("engine"), py::arg("kernel"),
         "Force one kernel of an engine by name ('' restores the automatic choice).");
+  m.def("set_tile_order", guarded(&set_tile_order_for), py::arg("device_type"), py::arg("engine"),
+        py::arg("order"),
+        "The order in which an engine's CTAs walk each group's output tiles: 'along_m', "
+        "'along_n' or 'shorter_side' ('' restores the automatic one).");
   m.def(
       "diagnostics",
       [] {

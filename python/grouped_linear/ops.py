@@ -61,6 +61,14 @@ def set_kernel_override(device_type: str, engine: str, kernel: str) -> None:
     _C.set_kernel_override(device_type, engine, kernel)
 
 
+def set_tile_order(device_type: str, engine: str, order: str) -> None:
+    """For tuning: the order in which `engine`'s CTAs walk each group's output
+    tiles, "along_m" (the automatic choice), "along_n" or "shorter_side"
+    (CUTLASS's rule for single GEMMs); '' restores the automatic one. Engines
+    without a tile scheduler accept only ''."""
+    _C.set_tile_order(device_type, engine, order)
+
+
 def _bool(value, name: str) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"grouped_linear: {name}: got {value!r}, expected a bool")

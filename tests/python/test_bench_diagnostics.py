@@ -2,8 +2,10 @@
 the CPU: every step of bench.fp8_module runs and is timed, and
 bench.step_profile / bench.store_probe / bench.host_profile / bench.tune_sm90
 refuse unknown names, and bench.host_ab malformed builds, before they look
-for a GPU."""
+for a GPU; bench.tune_sm90 records each kernel under each tile order asked
+for."""
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -56,6 +58,56 @@ def test_tune_sm90_names_bad_precision_and_roles(capsys):
     # wgrad_main_grad exists for per-tensor FP8 only; refused before any GPU is looked for.
     assert tune_sm90.main(["--precision", "fp8_block", "--roles", "fwd,wgrad_main_grad"]) == 2
     assert "--roles: ['wgrad_main_grad'] unknown for fp8_block" in capsys.readouterr().err
+
+
+def test_tune_sm90_names_bad_tile_orders(capsys):
+    assert tune_sm90.main(["--tile-orders", "along_m,diagonal"]) == 2
+    assert "--tile-orders: ['diagonal'] unknown" in capsys.readouterr().err
+
+
+class _FakeOps:
+    """Records what tune_sm90 sets; the product's value depends on the kernel."""
+
+    def __init__(self):
+        self.kernel, self.order, self.calls = "", "", []
+
+    def set_kernel_override(self, device_type, engine, name):
+        self.kernel = name
+        self.calls.append(("kernel", name))
+
+    def set_tile_order(self, device_type, engine, order):
+        self.order = order
+        self.calls.append(("order", order))
+
+
+def test_tune_sm90_times_each_kernel_under_each_tile_order(monkeypatch):
+    fake = _FakeOps()
+    monkeypatch.setattr(tune_sm90, "ops", fake)
+    timed = []
+    monkeypatch.setattr(tune_sm90, "median_ms",
+                        lambda timer, fn, warmup, reps: timed.append((fake.kernel, fake.order))
+                        or (2.0 if fake.order == "along_n" else 4.0))
+    fn = lambda: torch.full((4,), 2.0 if fake.kernel == "wgrad_e4m3_bf16_block_b" else 1.0)
+    row = {"case": "c", "routing": "uniform", "role": "wgrad", "kernels": {}}
+    args = argparse.Namespace(warmup=0, reps=1, tile_orders=["along_m", "along_n"])
+    kernels = ["wgrad_e4m3_bf16_block_a", "wgrad_e4m3_bf16_block_b", "wgrad_e4m3_bf16_c"]
+    tune_sm90.time_kernels(fn, "wgrad_e4m3_bf16_block_", kernels, row, 1.0, None, args)
+    assert timed == [("wgrad_e4m3_bf16_block_a", "along_m"), ("wgrad_e4m3_bf16_block_a", "along_n"),
+                     ("wgrad_e4m3_bf16_block_b", "along_m"), ("wgrad_e4m3_bf16_block_b", "along_n")]
+    assert sorted(row["kernels"]) == ["wgrad_e4m3_bf16_block_a@along_m",
+                                      "wgrad_e4m3_bf16_block_a@along_n",
+                                      "wgrad_e4m3_bf16_block_b@along_m",
+                                      "wgrad_e4m3_bf16_block_b@along_n"]
+    assert row["kernels"]["wgrad_e4m3_bf16_block_a@along_n"]["ratio_to_dense"] == 0.5
+    assert row["kernels"]["wgrad_e4m3_bf16_block_a@along_m"]["rel_err_vs_default"] == 0.0
+    assert row["kernels"]["wgrad_e4m3_bf16_block_b@along_m"]["rel_err_vs_default"] == 1.0
+    assert (fake.kernel, fake.order) == ("", ""), "the automatic choice is restored"
+    # Without --tile-orders: one entry a kernel, under the automatic order.
+    row["kernels"], timed[:] = {}, []
+    args.tile_orders = []
+    tune_sm90.time_kernels(fn, "wgrad_e4m3_bf16_block_", kernels, row, 1.0, None, args)
+    assert sorted(row["kernels"]) == ["wgrad_e4m3_bf16_block_a", "wgrad_e4m3_bf16_block_b"]
+    assert {order for _, order in timed} == {""}
 
 
 @pytest.mark.parametrize("builds, pattern", [

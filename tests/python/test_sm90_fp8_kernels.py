@@ -5,7 +5,7 @@ layouts of core/fp8/fp8_tensor.h (row-wise, each W_g transposed, and the
 group-aligned column-wise copies), independently of the quantize kernels.
 Per-tensor kernels get per-tensor scales, "_block_" kernels blockwise ones
 (Float8BlockScaling: 1x128 blocks of activations and gradients, 128x128 of
-weights).
+weights). The CTAs walk the tiles along M and along N (tile_order).
 
 Tolerance: products of FP8 codes are exact in fp32 and the kernels sum in
 fp32 (CUTLASS's FP8 mainloop promotes its tensor-core partial sums into fp32
@@ -125,7 +125,7 @@ def f64(t, scale):
 
 @pytest.mark.parametrize("device_splits", [False, True], ids=["host_splits", "device_splits"])
 @pytest.mark.parametrize("case", CASES, ids=[f"G{g}-T{t}-K{k}-N{n}" for g, t, k, n in CASES])
-def test_fp8_kernel_matches_reference(kernel, case, device_splits, gen):
+def test_fp8_kernel_matches_reference(kernel, case, device_splits, tile_order, gen):
     role, a_fmt = kernel.split("_")[:2]
     groups, rows, k, n = case
     splits = make_splits(gen, rows, groups, "random_with_zeros")
@@ -390,7 +390,8 @@ BLOCK_CASES = [(7, 300, 144, 208, None), (4, 1100, 256, 384, None), (3, 517, 528
 @pytest.mark.parametrize("device_splits", [False, True], ids=["host_splits", "device_splits"])
 @pytest.mark.parametrize("case", BLOCK_CASES,
                          ids=[f"G{g}-T{t}-K{k}-N{n}" for g, t, k, n, _ in BLOCK_CASES])
-def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits, gen):
+def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits, tile_order,
+                                               gen):
     kernel = block_kernel
     role, a_fmt = kernel.split("_")[:2]
     groups, rows, k, n, fixed = case

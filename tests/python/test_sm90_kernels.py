@@ -2,7 +2,7 @@
 reference (skipped without an sm_90 GPU). The engine picks among these per
 problem, so each must be right on its own: random group sizes with empty
 groups, K and N that are not multiples of the tile, host and device m_splits,
-NaN-poisoned outputs."""
+NaN-poisoned outputs, and the CTAs walking the tiles along M and along N."""
 
 import pytest
 import torch
@@ -58,7 +58,7 @@ def _nan(shape, dtype):
 
 @pytest.mark.parametrize("device_splits", [False, True], ids=["host_splits", "device_splits"])
 @pytest.mark.parametrize("case", CASES, ids=[f"G{g}-T{t}-K{k}-N{n}" for g, t, k, n in CASES])
-def test_kernel_matches_reference(kernel, case, device_splits, gen):
+def test_kernel_matches_reference(kernel, case, device_splits, tile_order, gen):
     role = kernel.split("_")[0]
     dtype = DTYPES[kernel.split("_")[1]]
     groups, rows, k, n = case
@@ -113,3 +113,20 @@ def test_engines_without_kernels_reject_names():
     with pytest.raises(ValueError, match="has no named kernels"):
         ops.set_kernel_override("cpu", "cpu_reference", "anything")
     ops.set_kernel_override("cpu", "cpu_reference", "")  # clearing is always allowed
+
+
+def test_tile_orders_are_checked():
+    """Only the sm90 engine has a tile scheduler; it takes the three orders
+    by name and refuses others, keeping the one it had."""
+    with pytest.raises(ValueError, match="tile order: got 'along_n'.*has no tile scheduler"):
+        ops.set_tile_order("cpu", "cpu_reference", "along_n")
+    ops.set_tile_order("cpu", "cpu_reference", "")  # clearing is always allowed
+    if not _kernels():
+        pytest.skip(f"grouped_linear was built without the {ENGINE} engine")
+    try:
+        for order in ("along_m", "along_n", "shorter_side", ""):
+            ops.set_tile_order("cuda", ENGINE, order)
+        with pytest.raises(ValueError, match="tile order: got 'diagonal', expected '' "):
+            ops.set_tile_order("cuda", ENGINE, "diagonal")
+    finally:
+        ops.set_tile_order("cuda", ENGINE, "")

@@ -99,7 +99,8 @@ GroupedLaunch make_launch(Role role, const GroupSizes& splits, int64_t rows, int
   return launch;
 }
 
-void run(const KernelEntry& kernel, const GroupedLaunch& launch, const ExecContext& ctx) {
+void run(const KernelEntry& kernel, GroupedLaunch launch, const ExecContext& ctx) {
+  launch.raster_along_n = sm90::raster_along_n(kernel, launch);
   LaunchWorkspace workspace(ctx, kernel.workspace_size(launch));
   kernel.run(launch, workspace.get());
 }
@@ -165,6 +166,7 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
   }
 
   void set_kernel_override(const std::string& name) override { sm90::set_kernel_override(name); }
+  void set_tile_order(const std::string& order) override { sm90::set_tile_order(order); }
 
   // FP8: one launch per role, as for 16-bit inputs; the per-group factor
   // a_scale_inv * b_scale_inv is formed by the kernel's setup, or, with

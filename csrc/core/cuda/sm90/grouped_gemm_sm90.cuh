@@ -565,6 +565,8 @@ struct GroupedGemmRunner {
     args.epilogue.dD = arrays.stride_d;
     args.hw_info.device_id = l.device;
     args.hw_info.sm_count = l.sm_count;
+    using RasterOrder = decltype(args.scheduler.raster_order);
+    args.scheduler.raster_order = l.raster_along_n ? RasterOrder::AlongN : RasterOrder::AlongM;
     return args;
   }
 
@@ -608,7 +610,7 @@ struct GroupedGemmRunner {
 
   // CUTLASS's Params hold the argument-array pointers and CUTLASS's own
   // workspace (all inside our workspace), the group count, beta or whether
-  // there is a bias, and tensor maps built from placeholder
+  // there is a bias, the tile order, and tensor maps built from placeholder
   // shapes; nothing else of the call. The caching allocator hands a
   // same-sized workspace back at the same address, so in steady state the
   // last Params are reused and the host skips the tensor-map encodes.
@@ -616,7 +618,7 @@ struct GroupedGemmRunner {
     bool valid = false;
     int device = -1, num_groups = 0, sm_count = 0;
     float beta = 0.f;
-    bool bias = false;
+    bool bias = false, raster_along_n = false;
     const void* workspace = nullptr;
     // Where CUTLASS's own workspace starts, after the argument arrays (its
     // offset follows the group count today; compared anyway, so that a
@@ -630,7 +632,8 @@ struct GroupedGemmRunner {
     thread_local ParamsCache cache;
     if (cache.valid && cache.device == l.device && cache.workspace == workspace &&
         cache.cutlass_workspace == arrays.cutlass_workspace && cache.num_groups == l.num_groups &&
-        cache.beta == l.beta && cache.bias == (l.bias != nullptr) && cache.sm_count == l.sm_count)
+        cache.beta == l.beta && cache.bias == (l.bias != nullptr) && cache.sm_count == l.sm_count &&
+        cache.raster_along_n == l.raster_along_n)
       return cache.params;
     const auto args = arguments(l, arrays);
     GL_CHECK(Kernel::can_implement(args), "CUTLASS grouped GEMM cannot run these arguments (",
@@ -652,6 +655,7 @@ struct GroupedGemmRunner {
     cache.beta = l.beta;
     cache.bias = l.bias != nullptr;
     cache.sm_count = l.sm_count;
+    cache.raster_along_n = l.raster_along_n;
     cache.valid = true;
     return cache.params;
   }

@@ -67,6 +67,9 @@ struct GroupedLaunch {
   int device = 0;
   int sm_count = 0;
   cudaStream_t stream = nullptr;
+
+  // The order of each group's output tiles among the CTAs (raster_along_n).
+  bool raster_along_n = false;
 };
 
 // Where a block-scaled kernel reads group g's scales (core/fp8/fp8_tensor.h),
@@ -161,5 +164,17 @@ const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType 
 // Tuning and tests: force a kernel by name ("" restores the automatic choice).
 // Throws when no built kernel has that name.
 void set_kernel_override(const std::string& name);
+
+// Which way the CTAs walk a group's output tiles (tile_order.cpp): along M,
+// CUTLASS's default for grouped problems and the automatic choice until
+// measured otherwise; along N; or along the shorter side of the group's
+// tile grid, CUTLASS's rule for single GEMMs.
+enum class TileOrder { kAlongM, kAlongN, kShorterSide };
+bool shorter_side_is_n(const KernelEntry& kernel, const GroupedLaunch& launch);
+// The order a launch of `kernel` takes under the current setting.
+bool raster_along_n(const KernelEntry& kernel, const GroupedLaunch& launch);
+// Tuning and tests: "along_m", "along_n", "shorter_side" ("" restores the
+// automatic choice). Throws on any other name.
+void set_tile_order(const std::string& order);
 
 }  // namespace grouped_linear::cuda::sm90

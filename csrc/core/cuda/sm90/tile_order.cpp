@@ -1,0 +1,59 @@
+// The order in which a launch's persistent CTAs walk each group's output
+// tiles (CUTLASS's raster order). Consecutive tiles go to neighbouring CTAs,
+// so a wave of them shares the operand panels it sweeps in L2: along M, a
+// wave covers tiles of one column of N, sharing B's column panel, and every
+// column re-reads A's whole panel (the group's M x K), from L2 when it fits
+// and from memory when it does not; along N the operands swap roles.
+// CUTLASS's grouped scheduler walks along M unless told otherwise, since M
+// can differ per group; ours knows each role's fixed side (wgrad's M and N
+// are out_features and in_features for every group, the forward's and
+// dgrad's N likewise) and the average rows of the other.
+#include <atomic>
+#include <string>
+
+#include "core/cuda/sm90/grouped_gemm_sm90.h"
+#include "core/error.h"
+
+namespace grouped_linear::cuda::sm90 {
+namespace {
+
+std::atomic<TileOrder> g_order{TileOrder::kAlongM};
+
+int64_t tiles(int64_t extent, int tile) { return tile > 0 ? (extent + tile - 1) / tile : 0; }
+
+}  // namespace
+
+// CUTLASS's rule for single GEMMs (tile_scheduler_params.h): sweep along M
+// when N has more tiles, else along N, so that the panel re-read on every
+// sweep is the smaller one. A group's M is its rows (the average, for the
+// forward and dgrad) or, for wgrad, out_features.
+bool shorter_side_is_n(const KernelEntry& kernel, const GroupedLaunch& launch) {
+  const int64_t groups = launch.num_groups > 0 ? launch.num_groups : 1;
+  const int64_t m = launch.role == Role::kWgrad ? launch.n : launch.total_rows / groups;
+  const int64_t n = launch.role == Role::kDgrad   ? launch.k
+                    : launch.role == Role::kWgrad ? launch.k
+                                                  : launch.n;
+  return !(tiles(n, kernel.tile_n) > tiles(m, kernel.tile_m));
+}
+
+bool raster_along_n(const KernelEntry& kernel, const GroupedLaunch& launch) {
+  switch (g_order.load(std::memory_order_relaxed)) {
+    case TileOrder::kAlongM: return false;
+    case TileOrder::kAlongN: return true;
+    case TileOrder::kShorterSide: return shorter_side_is_n(kernel, launch);
+  }
+  return false;
+}
+
+void set_tile_order(const std::string& order) {
+  const bool known =
+      order.empty() || order == "along_m" || order == "along_n" || order == "shorter_side";
+  GL_CHECK_VALUE(known, "tile order: got '", order,
+                 "', expected '' (automatic: along_m), 'along_m', 'along_n' or 'shorter_side'");
+  g_order.store(order == "along_n"        ? TileOrder::kAlongN
+                : order == "shorter_side" ? TileOrder::kShorterSide
+                                          : TileOrder::kAlongM,
+                std::memory_order_relaxed);
+}
+
+}  // namespace grouped_linear::cuda::sm90
