@@ -2,7 +2,10 @@
 # One pass on a GPU machine: build (all cores), C++ tests, Python tests, then
 # the benchmark. Logs and the benchmark JSON go to $1 (default: gpu_results/).
 # Sections can be chosen with GL_STEPS (default "build cpp py bench demo";
-# demo: the MoE block example in bf16 and in FP8, beside plain PyTorch).
+# demo: the MoE block example in bf16 and in FP8, beside plain PyTorch;
+# tune, not in the default: `python -m bench.tune_sm90` for each precision of
+# GL_TUNE_PRECISIONS under each tile order of GL_TUNE_TILE_ORDERS, extra
+# arguments in GL_TUNE_ARGS; build with GL_SM90_TUNING=1 for the candidates).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -36,6 +39,14 @@ if step bench; then
   # The FP8 weight quantization's time and bandwidth (a diagnostic, bench/quantize_probe.py).
   "$PY" -m bench.quantize_probe >> "$RESULTS/bench.log" 2>&1 || status=1
   tail -60 "$RESULTS/bench.log"
+fi
+if step tune; then
+  for precision in ${GL_TUNE_PRECISIONS:-bf16 fp8 fp8_block}; do
+    "$PY" -m bench.tune_sm90 --precision "$precision" --out "$RESULTS/tune-$precision.json" \
+      --tile-orders "${GL_TUNE_TILE_ORDERS:-along_m,along_n,shorter_side}" ${GL_TUNE_ARGS:-} \
+      >> "$RESULTS/tune.log" 2>&1 || status=1
+  done
+  tail -80 "$RESULTS/tune.log"
 fi
 if step demo; then
   for mode in "" "--fp8"; do
