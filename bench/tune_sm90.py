@@ -4,6 +4,7 @@ throughput cases, to choose the tile configuration per role and problem.
     python -m bench.tune_sm90 [--out tune.json] [--cases a,b] [--roles fwd,wgrad]
                               [--precision bf16|fp8|fp8_block]
                               [--tile-orders along_m,along_n,shorter_side]
+                              [--routings uniform,skewed,uniform_unaligned]
 
 Build with the candidates first: `GL_SM90_TUNING=1 scripts/setup.sh` (CMake
 option GL_SM90_TUNING=ON). bf16: the bf16 kernels (fp16 runs the same
@@ -46,6 +47,25 @@ FP8_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_", "dgrad": "dgrad_e5m2_bf16_",
                    "wgrad": "wgrad_e5m2_bf16_", "wgrad_main_grad": "wgrad_e5m2_to_fp32_"}
 BLOCK_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_block_", "dgrad": "dgrad_e4m3_bf16_block_",
                      "wgrad": "wgrad_e4m3_bf16_block_"}
+
+
+# A diagnostic routing beside the benchmark's: uniform, but the first group
+# 16 rows short and the last 16 long, so every later group starts its FP8
+# column-wise copies (core/fp8/fp8_tensor.h: group starts 16-aligned) 16
+# bytes before a 128-byte line, where uniform routing's start on one; the
+# 128-deep k-tiles are uniform's but for the last group's one more.
+# Uniform against it separates misaligned group starts from the rest of what
+# skewed routing changes.
+TUNING_ROUTINGS = ROUTINGS + ("uniform_unaligned",)
+
+
+def tuning_splits(routing: str, num_groups: int, total_rows: int) -> List[int]:
+    splits = make_splits("uniform" if routing == "uniform_unaligned" else routing, num_groups,
+                         total_rows)
+    if routing == "uniform_unaligned" and num_groups > 1 and splits[0] >= 16:
+        splits[0] -= 16
+        splits[-1] += 16
+    return splits
 
 
 def time_kernels(fn, prefix: str, kernels: List[str], row: Dict, dense_ms: float, timer,
@@ -97,8 +117,8 @@ def measure_bf16_case(case, roles, kernels, device, timer, args) -> List[Dict]:
     rows = []
     for role in roles:
         dense_ms = median_ms(timer, peers.dense_product(role, x, w, dy), args.warmup, args.reps)
-        for routing in ROUTINGS:
-            splits = make_splits(routing, case.G, case.T)
+        for routing in args.routings:
+            splits = tuning_splits(routing, case.G, case.T)
             fn = grouped_linear_product(role, ENGINE, x, w, dy, splits)
             row = new_row(case, routing, role, dense_ms)
             time_kernels(fn, ROLE_PREFIX[role], kernels, row, dense_ms, timer, args)
@@ -134,8 +154,8 @@ def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
         dense_role = "wgrad" if role == "wgrad_main_grad" else role
         dense_ms = median_ms(timer, fp8.dense_fp8(dense_role, case, device), args.warmup,
                              args.reps)
-        for routing in ROUTINGS:
-            splits = make_splits(routing, case.G, case.T)
+        for routing in args.routings:
+            splits = tuning_splits(routing, case.G, case.T)
             if role == "fwd":
                 fn = lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits)  # noqa: E731
             elif role == "dgrad":
@@ -172,8 +192,8 @@ def measure_block_case(case, roles, kernels, device, timer, args) -> List[Dict]:
             print(f"tune_sm90: no blockwise dense peer ({exc}); per-tensor instead")
             dense, peer = fp8.dense_fp8(role, case, device), "dense_fp8"
         dense_ms = median_ms(timer, dense, args.warmup, args.reps)
-        for routing in ROUTINGS:
-            splits = make_splits(routing, case.G, case.T)
+        for routing in args.routings:
+            splits = tuning_splits(routing, case.G, case.T)
             xq_t = fp8.columnwise(xq, splits) if role == "wgrad" else None
             dyq_t = fp8.columnwise(dyq, splits) if role == "wgrad" else None
             fn = fp8.block_product(role, case, xq, wq, wq_t, dyq, xq_t, dyq_t, splits, device)
@@ -194,8 +214,16 @@ def main(argv=None) -> int:
     parser.add_argument("--precision", choices=("bf16", "fp8", "fp8_block"), default="bf16")
     parser.add_argument("--tile-orders", default="",
                         help=f"comma-separated, some of {','.join(TILE_ORDERS)}")
+    parser.add_argument("--routings", default=",".join(ROUTINGS),
+                        help=f"comma-separated, some of {','.join(TUNING_ROUTINGS)}")
     args = parser.parse_args(argv)
     roles = [r for r in args.roles.split(",") if r]
+    args.routings = [r for r in args.routings.split(",") if r]
+    bad_routings = [r for r in args.routings if r not in TUNING_ROUTINGS]
+    if bad_routings:
+        print(f"tune_sm90: --routings: {bad_routings} unknown; expected some of "
+              f"{list(TUNING_ROUTINGS)}", file=sys.stderr)
+        return 2
     args.tile_orders = [o for o in args.tile_orders.split(",") if o]
     bad_orders = [o for o in args.tile_orders if o not in TILE_ORDERS]
     if bad_orders:

@@ -60,9 +60,26 @@ def test_tune_sm90_names_bad_precision_and_roles(capsys):
     assert "--roles: ['wgrad_main_grad'] unknown for fp8_block" in capsys.readouterr().err
 
 
-def test_tune_sm90_names_bad_tile_orders(capsys):
+def test_tune_sm90_names_bad_tile_orders_and_routings(capsys):
     assert tune_sm90.main(["--tile-orders", "along_m,diagonal"]) == 2
     assert "--tile-orders: ['diagonal'] unknown" in capsys.readouterr().err
+    assert tune_sm90.main(["--routings", "uniform,zipf"]) == 2
+    assert "--routings: ['zipf'] unknown" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("groups, rows", [(8, 16384), (32, 8192), (128, 32768)])
+def test_unaligned_routing_starts_groups_off_128_byte_lines(groups, rows):
+    splits = tune_sm90.tuning_splits("uniform_unaligned", groups, rows)
+    assert len(splits) == groups and sum(splits) == rows and min(splits) > 0
+    starts, column = [], 0
+    for m in splits:  # the column-wise copies' group starts (16-aligned)
+        starts.append(column)
+        column += -(-m // 16) * 16
+    assert all(start % 128 != 0 for start in starts[1:]), starts
+    # The same 128-deep k-tiles as uniform routing, but for the last group's one more.
+    uniform = tune_sm90.tuning_splits("uniform", groups, rows)
+    assert [-(-m // 128) for m in splits[:-1]] == [-(-m // 128) for m in uniform[:-1]]
+    assert -(-splits[-1] // 128) == -(-uniform[-1] // 128) + 1
 
 
 class _FakeOps:
