@@ -217,25 +217,22 @@ def main(argv=None) -> int:
     parser.add_argument("--routings", default=",".join(ROUTINGS),
                         help=f"comma-separated, some of {','.join(TUNING_ROUTINGS)}")
     args = parser.parse_args(argv)
-    roles = [r for r in args.roles.split(",") if r]
-    args.routings = [r for r in args.routings.split(",") if r]
-    bad_routings = [r for r in args.routings if r not in TUNING_ROUTINGS]
-    if bad_routings:
-        print(f"tune_sm90: --routings: {bad_routings} unknown; expected some of "
-              f"{list(TUNING_ROUTINGS)}", file=sys.stderr)
-        return 2
-    args.tile_orders = [o for o in args.tile_orders.split(",") if o]
-    bad_orders = [o for o in args.tile_orders if o not in TILE_ORDERS]
-    if bad_orders:
-        print(f"tune_sm90: --tile-orders: {bad_orders} unknown; expected some of "
-              f"{list(TILE_ORDERS)}", file=sys.stderr)
-        return 2
-    known = ROLES + (("wgrad_main_grad",) if args.precision == "fp8" else ())
-    unknown = [r for r in roles if r not in known]
-    if unknown:  # named before looking for a GPU
-        print(f"tune_sm90: --roles: {unknown} unknown for {args.precision}; expected some of "
-              f"{list(known)}", file=sys.stderr)
-        return 2
+    # Every list is checked before any GPU is looked for.
+    known_roles = ROLES + (("wgrad_main_grad",) if args.precision == "fp8" else ())
+    lists = {}
+    for option, text, allowed, context in (
+            ("--roles", args.roles, known_roles, f" for {args.precision}"),
+            ("--routings", args.routings, TUNING_ROUTINGS, ""),
+            ("--tile-orders", args.tile_orders, TILE_ORDERS, "")):
+        values = [v for v in text.split(",") if v]
+        unknown = [v for v in values if v not in allowed]
+        if unknown:
+            print(f"tune_sm90: {option}: {unknown} unknown{context}; expected some of "
+                  f"{list(allowed)}", file=sys.stderr)
+            return 2
+        lists[option] = values
+    roles, args.routings, args.tile_orders = (lists["--roles"], lists["--routings"],
+                                              lists["--tile-orders"])
     if not torch.cuda.is_available():
         print("tune_sm90: needs a CUDA GPU", file=sys.stderr)
         return 2
