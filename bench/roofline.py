@@ -1,0 +1,116 @@
+"""The memory floor of each FP8 grouped GEMM, beside the dense GEMM it is
+compared with: how close to dense a grouped kernel can come at all.
+
+    python -m bench.roofline FP8_RESULT.json STORE_PROBE.json [--out FILE]
+
+A grouped GEMM does the flops of one dense GEMM of the same M, N, K but moves
+more bytes: the forward and dgrad read G weight matrices, and wgrad writes G
+weight gradients. Per record of the FP8 throughput section (per-tensor
+scaling: FP8 operands, bf16 output), the fewest bytes any kernel moves
+(every operand read once, the output written once) over the GPU's copy
+bandwidth (read + write, the best of `python -m bench.store_probe`'s copy_
+figures on the same GPU) is the memory floor; and wgrad's output alone over
+the write bandwidth (the same probe's fill_) is its store floor. No kernel
+passes dense / floor, and a kernel that overlaps its loads and stores with
+its math perfectly reaches min(1, dense / floor); where the floor comes near
+dense's time (mem/dense close to 1), that overlap has to be near perfect. Reads only committed JSON:
+runs anywhere.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+OURS = "grouped_linear:fp8"
+DENSE = "dense_fp8"
+
+
+def traffic_bytes(role: str, G: int, K: int, N: int, T: int) -> Dict[str, int]:
+    """Bytes read and written at least once: E4M3/E5M2 operands (1 byte),
+    bf16 output (2 bytes)."""
+    if role == "fwd":  # X [T, K], W [G, N, K] -> Y [T, N]
+        return {"read": T * K + G * N * K, "write": 2 * T * N}
+    if role == "dgrad":  # dY [T, N], W [G, N, K] -> dX [T, K]
+        return {"read": T * N + G * N * K, "write": 2 * T * K}
+    if role == "wgrad":  # dY [T, N], X [T, K] -> dW [G, N, K]
+        return {"read": T * N + T * K, "write": 2 * G * N * K}
+    raise ValueError(f"role {role!r}: expected fwd, dgrad or wgrad")
+
+
+def bandwidths(probe: dict) -> Dict[str, float]:
+    """The best copy (read + write) and fill (write) bandwidth of a store
+    probe, in bytes per second."""
+    records = probe.get("records", [])
+    if not records:
+        raise ValueError("the store probe holds no records")
+    return {"copy": max(r["copy_tb_per_s"] for r in records) * 1e12,
+            "fill": max(r["fill_tb_per_s"] for r in records) * 1e12}
+
+
+def floors(result: dict, bw: Dict[str, float]) -> List[dict]:
+    rows = []
+    for r in result.get("fp8_throughput", []):
+        impls = r.get("impls", {})
+        dense = impls.get(DENSE, {}).get("median_ms")
+        if dense is None:
+            continue
+        t = traffic_bytes(r["role"], r["G"], r["K"], r["N"], r["T"])
+        memory_ms = (t["read"] + t["write"]) / bw["copy"] * 1e3
+        row = {"case": r["case"], "routing": r["routing"], "role": r["role"],
+               "dense_ms": dense, "memory_floor_ms": memory_ms,
+               "attainable": min(1.0, dense / memory_ms),
+               "ours": impls.get(OURS, {}).get("ratio_to_dense")}
+        if r["role"] == "wgrad":
+            store_ms = t["write"] / bw["fill"] * 1e3
+            row["store_floor_ms"] = store_ms
+            row["attainable"] = min(row["attainable"], dense / store_ms)
+        rows.append(row)
+    return rows
+
+
+def render(rows: List[dict], bw: Dict[str, float]) -> str:
+    lines = [f"# copy {bw['copy'] / 1e12:.2f} TB/s, fill {bw['fill'] / 1e12:.2f} TB/s; ms; "
+             "attainable = min(1, dense / floor); ours = grouped_linear:fp8 / dense_fp8",
+             f"{'case':15s} {'routing':8s} {'role':6s} {'dense':>7s} {'memory':>7s} "
+             f"{'mem/dense':>9s} {'store':>7s} {'attainable':>10s} {'ours':>5s} {'ours/att.':>9s}"]
+    for r in rows:
+        store = f"{r['store_floor_ms']:.3f}" if "store_floor_ms" in r else "-"
+        ours = r["ours"]
+        lines.append(
+            f"{r['case']:15s} {r['routing']:8s} {r['role']:6s} {r['dense_ms']:7.3f} "
+            f"{r['memory_floor_ms']:7.3f} {r['memory_floor_ms'] / r['dense_ms']:9.2f} "
+            f"{store:>7s} {r['attainable']:10.2f} "
+            + (f"{ours:5.2f} {ours / r['attainable']:9.2f}" if ours is not None else
+               f"{'-':>5s} {'-':>9s}"))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("result", help="a `python -m bench` JSON with the fp8 sections")
+    parser.add_argument("store_probe", help="a `python -m bench.store_probe` JSON")
+    parser.add_argument("--out", help="also write the table here")
+    args = parser.parse_args(argv)
+    try:
+        result = json.loads(Path(args.result).read_text())
+        bw = bandwidths(json.loads(Path(args.store_probe).read_text()))
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"roofline: {exc}", file=sys.stderr)
+        return 2
+    rows = floors(result, bw)
+    if not rows:
+        print(f"roofline: {args.result} holds no FP8 throughput records with a dense_fp8 peer",
+              file=sys.stderr)
+        return 2
+    text = (f"# python -m bench.roofline {Path(args.result).name} "
+            f"{Path(args.store_probe).name}\n" + render(rows, bw))
+    print(text, end="")
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
