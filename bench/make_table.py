@@ -155,6 +155,15 @@ def render(result: dict, source: str = "", plot: str = "") -> str:
     return "\n".join(out)
 
 
+def tuning_config(kernel: str) -> str:
+    """A kernel's name without its role and input type: the tile
+    configuration, with an FP8 kernel's output type and suffixes
+    ("wgrad_bf16_coop256x128" -> "coop256x128",
+    "wgrad_e5m2_bf16_halfcoop128x256_widestore@along_n" ->
+    "bf16_halfcoop128x256_widestore@along_n")."""
+    return kernel.split("_", 2)[-1]
+
+
 def tuning_table(tune: dict) -> Table:
     """Ratio to dense of every sm90 kernel per case, routing and role; the
     best of each row in bold."""
@@ -162,13 +171,13 @@ def tuning_table(tune: dict) -> Table:
     configs: List[str] = []
     for r in records:
         for name in r["kernels"]:
-            config = name.rsplit("_", 1)[-1]
+            config = tuning_config(name)
             if config not in configs:
                 configs.append(config)
     header = ["case", "routing", "role"] + configs
     rows = []
     for r in records:
-        by_config = {n.rsplit("_", 1)[-1]: v["ratio_to_dense"] for n, v in r["kernels"].items()}
+        by_config = {tuning_config(n): v["ratio_to_dense"] for n, v in r["kernels"].items()}
         best = max(by_config.values()) if by_config else None
         cells = []
         for c in configs:
@@ -181,7 +190,8 @@ def tuning_table(tune: dict) -> Table:
 
 def render_tuning(tune: dict, source: str) -> str:
     out = ["## sm90 tile configurations", "",
-           f"Every kernel of the `sm90_grouped` engine forced in turn (bf16, ratio to dense; "
+           f"Every kernel of the `sm90_grouped` engine forced in turn "
+           f"({tune.get('precision', 'bf16')}, ratio to dense; "
            f"best per row in bold), from `python -m bench.tune_sm90` on {tune.get('device', '?')}, "
            f"torch {tune.get('torch', '?')}. Source: `{source}`."]
     if tune.get("note"):

@@ -121,3 +121,18 @@ def test_host_ab_renders_both_builds_and_their_ratio(tmp_path):
     assert "Builds: before: /a; after: /b." in text
     assert "| case | mode | implementation | before | after | after / before |" in text
     assert "| tiny_G8 | fwd+bwd | grouped_linear_fp8_delayed | 200 | 150 | 0.75 |" in text
+
+
+def test_tuning_table_keeps_fp8_kernels_and_tile_orders_apart():
+    """Kernels that share a last name part (two _widestore wgrads) or differ
+    only in tile order get columns of their own."""
+    tune = {"records": [{"case": "c", "routing": "skewed", "role": "wgrad", "kernels": {
+        "wgrad_e5m2_bf16_halfcoop128x256_widestore@along_m": {"ratio_to_dense": 0.57},
+        "wgrad_e5m2_bf16_halfcoop128x256_widestore@along_n": {"ratio_to_dense": 0.71},
+        "wgrad_e4m3_bf16_block_coop128x128_widestore@along_m": {"ratio_to_dense": 0.50}}}]}
+    header, rows, _ = make_table.tuning_table(tune)
+    assert header[3:] == ["bf16_halfcoop128x256_widestore@along_m",
+                          "bf16_halfcoop128x256_widestore@along_n",
+                          "bf16_block_coop128x128_widestore@along_m"]
+    assert rows[0][3:] == ["0.57", "**0.71**", "0.50"]
+    assert make_table.tuning_config("wgrad_bf16_coop256x128") == "coop256x128"
