@@ -2,7 +2,8 @@
 
     python -m bench.step_profile [--cases mixtral_fc1,dsv3_ep8_fc1]
                                  [--recipes bf16,fp8_delayed,fp8_delayed_cached_weights]
-                                 [--routing uniform] [--steps 5]
+                                 [--routing uniform|skewed|uniform_unaligned]
+                                 [--steps 5]
 
 The step of `python -m bench`'s FP8 end-to-end section (bench/fp8_module.py),
 run under torch.profiler: per case and recipe, each kernel's GPU time per
@@ -22,7 +23,7 @@ from torch.profiler import ProfilerActivity, profile
 import grouped_linear
 
 from . import fp8_module
-from .cases import csv_list, load_cases, make_splits, select_throughput_cases
+from .cases import ALL_ROUTINGS, csv_list, load_cases, make_splits, select_throughput_cases
 from .report import write_diagnostic
 
 
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="mixtral_fc1,dsv3_ep8_fc1")
     parser.add_argument("--recipes", default="bf16,fp8_delayed,fp8_delayed_cached_weights")
-    parser.add_argument("--routing", default="uniform", choices=("uniform", "skewed"))
+    parser.add_argument("--routing", default="uniform", choices=ALL_ROUTINGS)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--top", type=int, default=12, help="kernels printed per step")
     parser.add_argument("--out", default="")

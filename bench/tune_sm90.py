@@ -35,7 +35,7 @@ from grouped_linear import ops
 
 from . import fp8_throughput as fp8
 from . import peers
-from .cases import ROLES, ROUTINGS, load_cases, make_splits
+from .cases import ALL_ROUTINGS, ROLES, ROUTINGS, load_cases, make_splits
 from .throughput import DY_SCALE, W_SCALE, X_SCALE, grouped_linear_product, relative_error
 from .report import write_diagnostic
 from .timing import CudaEventTimer, median_ms
@@ -47,25 +47,6 @@ FP8_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_", "dgrad": "dgrad_e5m2_bf16_",
                    "wgrad": "wgrad_e5m2_bf16_", "wgrad_main_grad": "wgrad_e5m2_to_fp32_"}
 BLOCK_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_block_", "dgrad": "dgrad_e4m3_bf16_block_",
                      "wgrad": "wgrad_e4m3_bf16_block_"}
-
-
-# A diagnostic routing beside the benchmark's: uniform, but the first group
-# 16 rows short and the last 16 long, so every later group starts its FP8
-# column-wise copies (core/fp8/fp8_tensor.h: group starts 16-aligned) 16
-# bytes before a 128-byte line, where uniform routing's start on one; the
-# 128-deep k-tiles are uniform's but for the last group's one more.
-# Uniform against it separates misaligned group starts from the rest of what
-# skewed routing changes.
-TUNING_ROUTINGS = ROUTINGS + ("uniform_unaligned",)
-
-
-def tuning_splits(routing: str, num_groups: int, total_rows: int) -> List[int]:
-    splits = make_splits("uniform" if routing == "uniform_unaligned" else routing, num_groups,
-                         total_rows)
-    if routing == "uniform_unaligned" and num_groups > 1 and splits[0] >= 16:
-        splits[0] -= 16
-        splits[-1] += 16
-    return splits
 
 
 def time_kernels(fn, prefix: str, kernels: List[str], row: Dict, dense_ms: float, timer,
@@ -118,7 +99,7 @@ def measure_bf16_case(case, roles, kernels, device, timer, args) -> List[Dict]:
     for role in roles:
         dense_ms = median_ms(timer, peers.dense_product(role, x, w, dy), args.warmup, args.reps)
         for routing in args.routings:
-            splits = tuning_splits(routing, case.G, case.T)
+            splits = make_splits(routing, case.G, case.T)
             fn = grouped_linear_product(role, ENGINE, x, w, dy, splits)
             row = new_row(case, routing, role, dense_ms)
             time_kernels(fn, ROLE_PREFIX[role], kernels, row, dense_ms, timer, args)
@@ -155,7 +136,7 @@ def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
         dense_ms = median_ms(timer, fp8.dense_fp8(dense_role, case, device), args.warmup,
                              args.reps)
         for routing in args.routings:
-            splits = tuning_splits(routing, case.G, case.T)
+            splits = make_splits(routing, case.G, case.T)
             if role == "fwd":
                 fn = lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits)  # noqa: E731
             elif role == "dgrad":
@@ -193,7 +174,7 @@ def measure_block_case(case, roles, kernels, device, timer, args) -> List[Dict]:
             dense, peer = fp8.dense_fp8(role, case, device), "dense_fp8"
         dense_ms = median_ms(timer, dense, args.warmup, args.reps)
         for routing in args.routings:
-            splits = tuning_splits(routing, case.G, case.T)
+            splits = make_splits(routing, case.G, case.T)
             xq_t = fp8.columnwise(xq, splits) if role == "wgrad" else None
             dyq_t = fp8.columnwise(dyq, splits) if role == "wgrad" else None
             fn = fp8.block_product(role, case, xq, wq, wq_t, dyq, xq_t, dyq_t, splits, device)
@@ -215,14 +196,14 @@ def main(argv=None) -> int:
     parser.add_argument("--tile-orders", default="",
                         help=f"comma-separated, some of {','.join(TILE_ORDERS)}")
     parser.add_argument("--routings", default=",".join(ROUTINGS),
-                        help=f"comma-separated, some of {','.join(TUNING_ROUTINGS)}")
+                        help=f"comma-separated, some of {','.join(ALL_ROUTINGS)}")
     args = parser.parse_args(argv)
     # Every list is checked before any GPU is looked for.
     known_roles = ROLES + (("wgrad_main_grad",) if args.precision == "fp8" else ())
     lists = {}
     for option, text, allowed, context in (
             ("--roles", args.roles, known_roles, f" for {args.precision}"),
-            ("--routings", args.routings, TUNING_ROUTINGS, ""),
+            ("--routings", args.routings, ALL_ROUTINGS, ""),
             ("--tile-orders", args.tile_orders, TILE_ORDERS, "")):
         values = [v for v in text.split(",") if v]
         unknown = [v for v in values if v not in allowed]

@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import (fp8_module, host_ab, host_profile, step_profile,  # noqa: E402
                    store_probe, tune_sm90)
-from bench.cases import ThroughputCase  # noqa: E402
+from bench.cases import ThroughputCase, make_splits  # noqa: E402
 from bench.timing import HostTimer  # noqa: E402
 
 
@@ -69,7 +69,7 @@ def test_tune_sm90_names_bad_tile_orders_and_routings(capsys):
 
 @pytest.mark.parametrize("groups, rows", [(8, 16384), (32, 8192), (128, 32768)])
 def test_unaligned_routing_starts_groups_off_128_byte_lines(groups, rows):
-    splits = tune_sm90.tuning_splits("uniform_unaligned", groups, rows)
+    splits = make_splits("uniform_unaligned", groups, rows)
     assert len(splits) == groups and sum(splits) == rows and min(splits) > 0
     starts, column = [], 0
     for m in splits:  # the column-wise copies' group starts (16-aligned)
@@ -77,7 +77,7 @@ def test_unaligned_routing_starts_groups_off_128_byte_lines(groups, rows):
         column += -(-m // 16) * 16
     assert all(start % 128 != 0 for start in starts[1:]), starts
     # The same 128-deep k-tiles as uniform routing, but for the last group's one more.
-    uniform = tune_sm90.tuning_splits("uniform", groups, rows)
+    uniform = make_splits("uniform", groups, rows)
     assert [-(-m // 128) for m in splits[:-1]] == [-(-m // 128) for m in uniform[:-1]]
     assert -(-splits[-1] // 128) == -(-uniform[-1] // 128) + 1
 
