@@ -41,6 +41,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import torch
 
+import grouped_linear
 from grouped_linear import ops
 
 from . import peers
@@ -49,7 +50,7 @@ from .report import log, short_error
 from .throughput import Settings, add_ratios, check_against, time_product
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
-GROUP_ALIGN = 16
+GROUP_ALIGN = grouped_linear._C.fp8.GROUP_ALIGN  # group starts of column-wise copies
 
 
 def quantize(t: torch.Tensor, dtype: torch.dtype):

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/fp8/autocast_state.h"
 #include "core/fp8/delayed_scaling.h"
+#include "core/fp8/fp8_tensor.h"
 #include "core/fp8/quantize.h"
 #include "core/fp8/recipe.h"
 #include "torch_binding/fp8_state.h"
@@ -212,6 +213,8 @@ int64_t autocast_depth() { return static_cast<int64_t>(fp8::depth()); }
 
 void register_fp8(py::module_& m) {
   py::module_ f = m.def_submodule("fp8", "FP8 recipes, autocast state and CPU quantization.");
+  // Column-wise copies start each group at a multiple of this many columns.
+  f.attr("GROUP_ALIGN") = fp8::kGroupAlign;
   py::class_<fp8::Recipe>(f, "Recipe")
       .def(py::init(guarded(&make_recipe)), py::arg("kind"), py::arg("fp8_format"),
            py::arg("margin") = 0, py::arg("amax_history_len") = 1024,

@@ -37,7 +37,7 @@ from gl_testutil import assert_close_rel, make_splits
 ENGINE = "sm90_grouped"
 FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 FP8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
-GROUP_ALIGN = 16
+GROUP_ALIGN = grouped_linear._C.fp8.GROUP_ALIGN  # group starts of column-wise copies
 
 
 def _fp8_kernels(block_scaled):
@@ -106,8 +106,8 @@ def scales(gen, count):
 
 
 def columnwise(a, splits, fill=0.0):
-    """[T, C] -> [C, P]: group g's rows as columns from sum_{j<g} roundup(m_j, 16), `fill`
-    (zeros, as the quantizer writes) between."""
+    """[T, C] -> [C, P]: group g's rows as columns from sum_{j<g} roundup(m_j,
+    GROUP_ALIGN), `fill` (zeros, as the quantizer writes) between."""
     groups, rows = len(splits), a.shape[0]
     width = -(-(rows + (GROUP_ALIGN - 1) * groups) // GROUP_ALIGN) * GROUP_ALIGN
     out = torch.full((a.shape[1], width), fill, dtype=torch.float32, device=a.device)

@@ -23,8 +23,15 @@
 
 namespace grouped_linear::fp8 {
 
-// Group starts in column-wise copies are multiples of this many columns.
+// Group starts in column-wise copies are multiples of this many columns
+// (bytes): at least TMA's 16-byte address alignment, and a divisor of the
+// quantizer's 128-row tiles, whose last one in a group is zero-filled up to
+// it. The one place it is set: the quantizers (CPU and CUDA), the sm90 wgrad
+// setup, the op's meta shapes and the tests (through _C.fp8.GROUP_ALIGN)
+// read it from here.
 constexpr int64_t kGroupAlign = 16;
+static_assert(kGroupAlign >= 16 && 128 % kGroupAlign == 0,
+              "group starts: 16-byte aligned, dividing a 128-row tile");
 
 inline int64_t round_up(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
@@ -53,7 +60,7 @@ struct ScaleView {
 
 // Activations X or dY, [T, C]: a row-wise copy [T, C] and/or a column-wise
 // copy [C, padded_columns(T, G)]. In the column-wise copy group g occupies
-// columns [offset_g, offset_g + m_g), offset_g = Σ_{j<g} round_up(m_j, 16).
+// columns [offset_g, offset_g + m_g), offset_g = Σ_{j<g} round_up(m_j, kGroupAlign).
 //
 // Blockwise scales (1 x 128 blocks along the reduction dimension of the role
 // that reads the copy):

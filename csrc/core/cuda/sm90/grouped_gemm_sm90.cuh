@@ -20,6 +20,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
+#include "core/fp8/fp8_tensor.h"
 
 namespace grouped_linear::cuda::sm90 {
 
@@ -224,7 +225,7 @@ struct GroupedGemm {
   // FP8 wgrad reads the column-wise copies, whose groups start at multiples
   // of kGroupAlign columns.
   static constexpr bool kPaddedGroups = kFp8 && R == Role::kWgrad;
-  static constexpr int kGroupAlign = 16;
+  static constexpr int kGroupAlign = static_cast<int>(fp8::kGroupAlign);
 
   // fwd adds the bias in its epilogue; dgrad and wgrad compute
   // D = alpha * acc + beta * C (beta = 1 accumulates wgrad into main_grad).

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "core/fp8/fp8_tensor.h"
+
 namespace grouped_linear::fp8::cuda_impl {
 
 // Host sizes travel as kernel arguments up to this many groups.
@@ -29,12 +31,19 @@ struct DeviceSizes {
 // Prefix tables in shared memory, G + 1 entries each (entry G: the totals).
 struct GroupTables {
   int32_t* row;     // first row of group g in [T, C]
-  int32_t* column;  // first column in the column-wise copy: Σ round_up(m_j, 16)
+  int32_t* column;  // first column in the column-wise copy: Σ round_up(m_j, kGroupAlign)
   int32_t* block;   // first 128-row block (column-wise scale column): Σ ceil(m_j / 128)
 };
 
 __host__ __device__ inline size_t group_tables_bytes(int64_t groups) {
   return (3 * static_cast<size_t>(groups + 1) * sizeof(int32_t) + 15) / 16 * 16;
+}
+
+// Columns group of m rows takes in a column-wise copy (fp8_tensor.h).
+template <class Int>
+__host__ __device__ constexpr Int aligned_columns(Int m) {
+  constexpr Int kAlign = static_cast<Int>(kGroupAlign);
+  return (m + kAlign - 1) / kAlign * kAlign;
 }
 
 __device__ inline GroupTables group_tables_at(void* smem, int groups) {
@@ -92,7 +101,7 @@ __device__ void build_group_tables(const Sizes& sizes, int groups, int64_t total
     const int64_t begin = min64(p, total_rows), end = min64(p + s, total_rows);
     p += s;
     const int64_t m = end - begin;
-    packed += (((m + 15) / 16 * 16) << 32) + (m + 127) / 128;
+    packed += (aligned_columns(m) << 32) + (m + 127) / 128;
   }
   int64_t packed_total = 0;
   int64_t q = block_exclusive_scan<kThreads>(packed, scratch, &packed_total);
@@ -105,7 +114,7 @@ __device__ void build_group_tables(const Sizes& sizes, int groups, int64_t total
     t.row[g] = static_cast<int32_t>(begin);
     t.column[g] = static_cast<int32_t>(q >> 32);
     t.block[g] = static_cast<int32_t>(q & 0xffffffff);
-    q += (((m + 15) / 16 * 16) << 32) + (m + 127) / 128;
+    q += (aligned_columns(m) << 32) + (m + 127) / 128;
   }
   if (threadIdx.x == 0) {
     t.row[groups] = static_cast<int32_t>(min64(all_rows, total_rows));

@@ -196,7 +196,7 @@ __device__ __forceinline__ void quantize_activation_ctas(const ActivationParams&
                        : nullptr;
     io.col_scale_stride = p.capacity;
     const bool last_of_group = j * kTile + io.nr == m;
-    io.nr_pad = in_group && last_of_group ? (io.nr + 15) / 16 * 16 : io.nr;
+    io.nr_pad = in_group && last_of_group ? aligned_columns(io.nr) : io.nr;
     io.vec_in = p.vec_in;
     io.vec_out = p.vec_row_out;
     const bool sums_on = in_group && p.dbias != nullptr;
