@@ -495,7 +495,8 @@ inline Layout layout_of(const std::vector<int64_t>& sizes) {
   Layout l{{0}, {0}, {0}};
   for (int64_t m : sizes) {
     l.row.push_back(l.row.back() + m);
-    l.column.push_back(l.column.back() + (m + 15) / 16 * 16);
+    l.column.push_back(l.column.back() +
+                       grouped_linear::fp8::round_up(m, grouped_linear::fp8::kGroupAlign));
     l.block.push_back(l.block.back() + blocks_of(m));
   }
   return l;
