@@ -67,7 +67,8 @@ struct BlockHalfPromotionMainloop : Base {
     auto& tCrB = get<1>(fragments);
     // Each accumulator element's row and column scales: (MMA, 1, 2, (K, PIPE)),
     // in registers (MMA, 1, 2) with their broadcasts kept, so a thread holds
-    // only its rows' and its halves' distinct scales.
+    // only its rows' and its halves' distinct scales (wgrad's column scales
+    // are read from shared memory instead; their register copy goes unused).
     Tensor tCsSFA = tiled_mma.get_slice(thread_idx).partition_C(sSFA);
     Tensor tCsSFB = tiled_mma.get_slice(thread_idx).partition_C(sSFB);
     Tensor tCrSFA = make_tensor_like<typename Base::ElementBlockScale>(tCsSFA(_, _, _, _0{}));
