@@ -13,8 +13,19 @@ figures on the same GPU) is the memory floor; and wgrad's output alone over
 the write bandwidth (the same probe's fill_) is its store floor. No kernel
 passes dense / floor, and a kernel that overlaps its loads and stores with
 its math perfectly reaches min(1, dense / floor); where the floor comes near
-dense's time (mem/dense close to 1), that overlap has to be near perfect. Reads only committed JSON:
-runs anywhere.
+dense's time (mem/dense close to 1), that overlap has to be near perfect.
+
+The second table bounds the end-to-end speedup (the `fp8_end_to_end`
+section: one GroupedLinear's forward+backward, quantization included, over
+our bf16 step). No FP8 step is faster than its casts at copy bandwidth plus
+its three GEMMs each at max(dense FP8 time, memory or store floor); the
+bound is the measured bf16 step over that sum. A cast reads the 16-bit
+operand and writes a row-wise and a column-wise FP8 copy (4 bytes an
+element); current scaling first reads it once more for its amax. The
+weights are cast in every step except in the cached-weights micro-batch.
+Left out, so the bound stays a bound: scale bookkeeping, block scales'
+bytes, the delayed-scaling update at the step boundary. Reads only committed
+JSON: runs anywhere.
 """
 
 import argparse
@@ -70,6 +81,61 @@ def floors(result: dict, bw: Dict[str, float]) -> List[dict]:
     return rows
 
 
+def cast_bytes(elements: int, recipe: str) -> int:
+    """Bytes one cast of a 16-bit operand moves at least: read it, write
+    row-wise and column-wise FP8 codes; current scaling's amax reads it
+    once more."""
+    return elements * (2 + 1 + 1) + (2 * elements if recipe == "fp8_current" else 0)
+
+
+def gemm_floor_ms(row: dict) -> float:
+    """A GEMM's least time: its math at dense FP8 speed or its memory (and,
+    for wgrad, store) floor, whichever is longer."""
+    return max(row["dense_ms"], row["memory_floor_ms"], row.get("store_floor_ms", 0.0))
+
+
+def end_to_end_bounds(result: dict, bw: Dict[str, float]) -> List[dict]:
+    """Per end-to-end record and FP8 step: the least step time and the
+    speedup over the measured bf16 step it allows."""
+    gemms = {(r["case"], r["routing"], r["role"]): r for r in floors(result, bw)}
+    rows = []
+    for r in result.get("fp8_end_to_end", []):
+        impls = r.get("impls", {})
+        bf16 = impls.get("bf16", {}).get("median_ms")
+        roles = [gemms.get((r["case"], r["routing"], role)) for role in ("fwd", "dgrad", "wgrad")]
+        if bf16 is None or None in roles:
+            continue
+        G, K, N, T = r["G"], r["K"], r["N"], r["T"]
+        gemm_ms = sum(gemm_floor_ms(g) for g in roles)
+        for name, step in impls.items():
+            if name == "bf16" or "median_ms" not in step:
+                continue
+            recipe = name.replace("_cached_weights", "")
+            casts = cast_bytes(T * K, recipe) + cast_bytes(T * N, recipe)
+            if not name.endswith("_cached_weights"):
+                casts += cast_bytes(G * N * K, recipe)
+            cast_ms = casts / bw["copy"] * 1e3
+            floor_ms = cast_ms + gemm_ms
+            rows.append({"case": r["case"], "routing": r["routing"], "step": name,
+                         "bf16_ms": bf16, "cast_floor_ms": cast_ms, "gemm_floor_ms": gemm_ms,
+                         "step_floor_ms": floor_ms, "bound": bf16 / floor_ms,
+                         "ours": step.get("speedup_over_bf16")})
+    return rows
+
+
+def render_end_to_end(rows: List[dict]) -> str:
+    lines = ["# end to end: bound = bf16 step / (casts at copy bandwidth + each GEMM at "
+             "max(dense, floor)); ours = measured speedup over bf16",
+             f"{'case':15s} {'routing':8s} {'step':27s} {'bf16':>7s} {'casts':>7s} "
+             f"{'gemms':>7s} {'floor':>7s} {'bound':>6s} {'ours':>5s}"]
+    for r in rows:
+        ours = f"{r['ours']:5.2f}" if r["ours"] is not None else f"{'-':>5s}"
+        lines.append(f"{r['case']:15s} {r['routing']:8s} {r['step']:27s} {r['bf16_ms']:7.3f} "
+                     f"{r['cast_floor_ms']:7.3f} {r['gemm_floor_ms']:7.3f} "
+                     f"{r['step_floor_ms']:7.3f} {r['bound']:6.2f} {ours}")
+    return "\n".join(lines) + "\n"
+
+
 def render(rows: List[dict], bw: Dict[str, float]) -> str:
     lines = [f"# copy {bw['copy'] / 1e12:.2f} TB/s, fill {bw['fill'] / 1e12:.2f} TB/s; ms; "
              "attainable = min(1, dense / floor); ours = grouped_linear:fp8 / dense_fp8",
@@ -106,6 +172,9 @@ def main(argv=None) -> int:
         return 2
     text = (f"# python -m bench.roofline {Path(args.result).name} "
             f"{Path(args.store_probe).name}\n" + render(rows, bw))
+    e2e = end_to_end_bounds(result, bw)
+    if e2e:
+        text += "\n" + render_end_to_end(e2e)
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)

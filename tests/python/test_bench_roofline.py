@@ -62,3 +62,35 @@ def test_main_writes_the_table_and_refuses_empty_input(tmp_path, capsys):
     result.write_text(json.dumps({"throughput": []}))
     assert roofline.main([str(result), str(probe)]) == 2
     assert "no FP8 throughput records" in capsys.readouterr().err
+
+
+def test_end_to_end_bound_adds_cast_and_gemm_floors():
+    bw = {"copy": 4e12, "fill": 2e12}
+    # Dense 0.01 ms a role; the floors: fwd 9 us, dgrad (T*N + G*N*K read,
+    # 2*T*K written: 8e6 + 16e6 + 8e6) 8 us, wgrad's store 16 us.
+    gemms = [_record(role, 0.01, 0.5) for role in ("fwd", "dgrad", "wgrad")]
+    e2e = {"case": "c", "routing": "uniform", "G": 8, "K": 1000, "N": 2000, "T": 4000,
+           "impls": {"bf16": {"median_ms": 0.2},
+                     "fp8_delayed": {"median_ms": 0.19, "speedup_over_bf16": 1.05},
+                     "fp8_current": {"median_ms": 0.25, "speedup_over_bf16": 0.8},
+                     "fp8_delayed_cached_weights": {"median_ms": 0.1,
+                                                    "speedup_over_bf16": 2.0}}}
+    rows = {r["step"]: r for r in roofline.end_to_end_bounds(
+        {"fp8_throughput": gemms, "fp8_end_to_end": [e2e]}, bw)}
+    assert set(rows) == {"fp8_delayed", "fp8_current", "fp8_delayed_cached_weights"}
+    gemm_ms = 0.01 + 0.01 + 0.016  # max(dense, floor) per role
+    # Casts: X 4e6 and dY 8e6 elements, W 16e6; 4 bytes each (6 when current).
+    delayed, current, cached = (rows["fp8_delayed"], rows["fp8_current"],
+                                rows["fp8_delayed_cached_weights"])
+    assert delayed["gemm_floor_ms"] == pytest.approx(gemm_ms)
+    assert delayed["cast_floor_ms"] == pytest.approx(28e6 * 4 / 4e12 * 1e3)
+    assert current["cast_floor_ms"] == pytest.approx(28e6 * 6 / 4e12 * 1e3)
+    assert cached["cast_floor_ms"] == pytest.approx(12e6 * 4 / 4e12 * 1e3)
+    assert delayed["bound"] == pytest.approx(0.2 / (0.028 + gemm_ms))
+    assert cached["bound"] > delayed["bound"] > current["bound"]
+    assert delayed["ours"] == 1.05
+    text = roofline.render_end_to_end(list(rows.values()))
+    assert "fp8_delayed_cached_weights" in text and f"{delayed['bound']:6.2f}" in text
+    # A record without all three GEMMs of its case and routing has no bound.
+    assert roofline.end_to_end_bounds({"fp8_throughput": gemms[:2],
+                                       "fp8_end_to_end": [e2e]}, bw) == []
