@@ -238,9 +238,13 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {
-      "wgrad_e5m2_bf16_fastcoop128x256", "forward_e4m3_bf16_block_halfcoop128x256",
-      "dgrad_e4m3_bf16_block_halfcoop128x256", "wgrad_e4m3_bf16_block_halfcoop128x256_widestore"};
+  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256",
+                                               "forward_e4m3_bf16_block_halfcoop128x256",
+                                               "dgrad_e4m3_bf16_block_halfcoop128x256",
+                                               "wgrad_e4m3_bf16_block_halfcoop128x256_widestore",
+                                               "forward_e4m3_bf16_halfcoop128x256_widestore",
+                                               "dgrad_e5m2_bf16_halfcoop128x256_widestore",
+                                               "forward_bf16_coop128x256_widestore"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -266,6 +270,20 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat32, sizes),
               "wgrad_e5m2_to_fp32_halfcoop128x256");
   }
+  // The wide-store forwards and dgrad are passed over unless forced.
+  for (const auto& sizes : {std::vector<int64_t>(128, 256), std::vector<int64_t>(8, 2048)}) {
+    EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes),
+              "forward_e4m3_bf16_halfcoop128x256");
+    EXPECT_EQ(pick(Role::kForward, kBf16, kBf16, sizes), "forward_bf16_coop128x256");
+  }
+  set_kernel_override("forward_e4m3_bf16_halfcoop128x256_widestore");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, long_groups),
+            "forward_e4m3_bf16_halfcoop128x256_widestore");
+  set_kernel_override("dgrad_e5m2_bf16_halfcoop128x256_widestore");
+  EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, long_groups),
+            "dgrad_e5m2_bf16_halfcoop128x256_widestore");
+  set_kernel_override("forward_bf16_coop128x256_widestore");
+  EXPECT_EQ(pick(Role::kForward, kBf16, kBf16, long_groups), "forward_bf16_coop128x256_widestore");
   // The blockwise-scaled candidates are passed over too
   // (BlockScaledKernelsOnlyForBlockScales, in the same binary), unless forced.
   set_kernel_override("wgrad_e4m3_bf16_block_halfcoop128x256_widestore");

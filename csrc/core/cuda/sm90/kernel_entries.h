@@ -57,7 +57,11 @@
 // (block_half_promotion_mainloop.cuh; written 2026-12-04, compiled without
 // spills, not yet run on a GPU: the next step is `pytest
 // tests/python/test_sm90_fp8_kernels.py -k block` and `python -m
-// bench.tune_sm90 --precision fp8_block` in a tuning build).
+// bench.tune_sm90 --precision fp8_block` in a tuning build); the forward
+// and dgrad with the wgrads' wide store (the promoting FP8 ones on 128x256
+// and bf16's forward; written 2026-12-05, not yet run on a GPU), for the
+// 32-128 expert cases with short K, where a tile's store is a large part of
+// its time and the default epilogue waits on it.
 // Candidates that lost were removed, with the run that decided:
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
 //    sources in commit ca6849d);
@@ -101,11 +105,14 @@
 // override on one H200, outputs bit-identical: dsv3 fc1 1.81 -> 1.38 ms
 // uniform and 2.11 -> 1.61 skewed, mixtral fc1 and qwen3 fc1 within 4%;
 // benchmarks/h200-2026-12-04-block-wgrad-store.txt).
-#define GL_SM90_TUNING_KERNELS(X)            \
-  X(wgrad_e5m2_bf16_fastcoop128x256)         \
-  X(forward_e4m3_bf16_block_halfcoop128x256) \
-  X(dgrad_e4m3_bf16_block_halfcoop128x256)   \
-  X(wgrad_e4m3_bf16_block_halfcoop128x256_widestore)
+#define GL_SM90_TUNING_KERNELS(X)                    \
+  X(wgrad_e5m2_bf16_fastcoop128x256)                 \
+  X(forward_e4m3_bf16_block_halfcoop128x256)         \
+  X(dgrad_e4m3_bf16_block_halfcoop128x256)           \
+  X(wgrad_e4m3_bf16_block_halfcoop128x256_widestore) \
+  X(forward_e4m3_bf16_halfcoop128x256_widestore)     \
+  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)       \
+  X(forward_bf16_coop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
