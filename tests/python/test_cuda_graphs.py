@@ -1,9 +1,12 @@
 """CUDA only (skipped without a GPU): device m_splits, streams, CUDA graphs."""
 
+import contextlib
+
 import pytest
 import torch
 
 import grouped_linear
+from fp8_testutil import fp8_bound
 from gl_testutil import (DTYPE_IDS, DTYPES, assert_close_rel, make_splits, randn, ref_dgrad,
                          ref_forward, ref_wgrad, set_params)
 
@@ -100,24 +103,34 @@ def test_side_stream(cuda_engine, gen):
         assert torch.equal(e, g), f"{name} differs on a side stream"
 
 
-def _capture(module, static_x, static_splits, static_dy):
-    """Warm up on a side stream, then capture forward + backward on that same
-    stream (per-stream resources such as a cuBLAS handle exist before capture)."""
+def _step(module, x, splits, dy, recipe=None):
+    """Forward and backward; with an FP8 recipe, autocast around the forward
+    (its exit is delayed scaling's step boundary)."""
+    region = contextlib.nullcontext() if recipe is None else grouped_linear.autocast(recipe=recipe)
+    with region:
+        out = module(x, splits)
+    out.backward(dy)
+    return out
+
+
+def _capture(module, static_x, static_splits, static_dy, recipe=None):
+    """Warm up on a side stream (lazy setup; per-stream resources such as a
+    cuBLAS handle; a delayed-scaling history), then capture one step on that
+    same stream."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
         for _ in range(2):
             static_x.grad = None
             module.zero_grad(set_to_none=True)
-            module(static_x, static_splits).backward(static_dy)
+            _step(module, static_x, static_splits, static_dy, recipe)
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
     static_x.grad = None
     module.zero_grad(set_to_none=True)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
-        static_out = module(static_x, static_splits)
-        static_out.backward(static_dy)
+        static_out = _step(module, static_x, static_splits, static_dy, recipe)
     torch.cuda.synchronize()
     return graph, static_out
 
@@ -173,3 +186,76 @@ def test_cuda_graph_main_grad_accumulates(cuda_engine, gen):
     torch.cuda.synchronize()
     assert module.weight.grad is None
     assert_close_rel(main_grad, expected, torch.float32, "main_grad after 3 replays")
+
+
+# ---- FP8 steps in a CUDA graph ------------------------------------------------
+#
+# One FP8 training step (autocast around the forward, whose exit is delayed
+# scaling's step boundary, then backward) captured once and replayed: each
+# replay must do what the same step does eagerly from the same FP8 state,
+# including moving that state (history rolled, scales updated). The eager
+# twin gets the module's parameters and FP8 state (`_extra_state`) before
+# each replay; the same kernels on the same inputs give the same bits.
+
+FP8_RECIPES = {"delayed": lambda: grouped_linear.fp8.DelayedScaling(amax_history_len=4),
+               "current": lambda: grouped_linear.fp8.Float8CurrentScaling(),
+               "block": lambda: grouped_linear.fp8.Float8BlockScaling()}
+FP8_K, FP8_N = 48, 32  # multiples of 16, as FP8 rows need
+
+
+def _fp8_state(module):
+    return torch.as_tensor(module.get_extra_state()).clone()
+
+
+@pytest.mark.parametrize("split_form", ["list", "device_tensor"])
+@pytest.mark.parametrize("recipe_name", list(FP8_RECIPES))
+def test_cuda_graph_fp8_step(cuda_engine, recipe_name, split_form, gen):
+    if split_form == "device_tensor" and cuda_engine in SYNCING_ENGINES:
+        pytest.skip(f"{cuda_engine} reads device m_splits back with a sync (documented)")
+    recipe = FP8_RECIPES[recipe_name]()
+    dtype = torch.bfloat16
+
+    def new_module():
+        return grouped_linear.GroupedLinear(G, FP8_K, FP8_N, params_dtype=dtype, device="cuda")
+
+    module, twin = new_module(), new_module()
+    set_params(module, gen)
+    splits = make_splits(gen, T, G, "random_with_zeros")
+    static_splits = splits if split_form == "list" else torch.tensor(splits, device="cuda")
+    static_x = randn(gen, T, FP8_K, dtype=dtype, device="cuda").requires_grad_(True)
+    static_dy = randn(gen, T, FP8_N, dtype=dtype, device="cuda")
+
+    graph, static_out = _capture(module, static_x, static_splits, static_dy, recipe)
+
+    states = []
+    for replay in range(3):
+        new_splits = (splits if split_form == "list"
+                      else make_splits(gen, T, G, "random_with_zeros"))
+        if split_form == "device_tensor":
+            static_splits.copy_(torch.tensor(new_splits))  # new routing, same graph
+        with torch.no_grad():
+            static_x.copy_(randn(gen, T, FP8_K, dtype=dtype))
+            static_dy.copy_(randn(gen, T, FP8_N, dtype=dtype))
+        twin.load_state_dict(module.state_dict())  # parameters and FP8 state before the step
+        graph.replay()
+        torch.cuda.synchronize()
+
+        x = static_x.detach().clone().requires_grad_(True)
+        twin.zero_grad(set_to_none=True)
+        twin_splits = (new_splits if split_form == "list"
+                       else torch.tensor(new_splits, device="cuda"))
+        out = _step(twin, x, twin_splits, static_dy.clone(), recipe)
+        torch.cuda.synchronize()
+        what = f"{recipe_name}, replay {replay}"
+        assert torch.equal(static_out, out), f"{what}: out differs from the eager step"
+        assert torch.equal(static_x.grad, x.grad), f"{what}: dx differs from the eager step"
+        assert torch.equal(module.weight.grad, twin.weight.grad), f"{what}: dw differs"
+        assert torch.equal(module.bias.grad, twin.bias.grad), f"{what}: db differs"
+        assert torch.equal(_fp8_state(module), _fp8_state(twin)), f"{what}: FP8 state differs"
+        # Not two wrong answers agreeing: the output within FP8's error of
+        # the unquantized float64 product (fp8_bound, as test_fp8_modules.py).
+        assert_close_rel(static_out, ref_forward(static_x, module.weight, module.bias, new_splits),
+                         dtype, f"{what}: out against float64", fp8_bound("E4M3", "E4M3", dtype))
+        states.append(_fp8_state(module))
+    if recipe_name == "delayed":  # each replay ran the step boundary
+        assert not torch.equal(states[0], states[1]) and not torch.equal(states[1], states[2])
