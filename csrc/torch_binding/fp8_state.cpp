@@ -231,20 +231,35 @@ void Fp8ModuleState::load_state_dict(const at::Tensor& state) {
     reset();
     return;
   }
-  // Everything checked: now replace the state. Buffers stay on the
-  // checkpoint's device (map_location) until a forward moves them.
+  // Everything checked: now replace the state. Buffers of the same shape
+  // take the values in place, as load_state_dict does for parameters, so
+  // that a captured CUDA graph (which holds their addresses) sees them;
+  // otherwise new buffers stay on the checkpoint's device (map_location)
+  // until a forward moves them.
   int64_t at_value = kHeader;
   const auto take = [&](int64_t count) {
-    const at::Tensor part = flat.slice(0, at_value, at_value + count).clone();
+    const at::Tensor part = flat.slice(0, at_value, at_value + count);
     at_value += count;
     return part;
   };
-  fwd_history_ = take(history_len * g1).view({history_len, g1});
-  fwd_scale_ = take(g1);
-  bwd_history_ = take(history_len).view({history_len, 1});
-  bwd_scale_ = take(1);
-  fwd_scale_inv_ = fwd_scale_.reciprocal();
-  bwd_scale_inv_ = bwd_scale_.reciprocal();
+  const bool in_place = delayed() && fwd_history_.size(0) == history_len;
+  const auto assign = [&](at::Tensor& buffer, const at::Tensor& values, at::IntArrayRef shape) {
+    if (in_place)
+      buffer.view(-1).copy_(values);
+    else
+      buffer = values.clone().view(shape);
+  };
+  assign(fwd_history_, take(history_len * g1), {history_len, g1});
+  assign(fwd_scale_, take(g1), {g1});
+  assign(bwd_history_, take(history_len), {history_len, 1});
+  assign(bwd_scale_, take(1), {1});
+  if (in_place) {
+    at::reciprocal_out(fwd_scale_inv_, fwd_scale_);
+    at::reciprocal_out(bwd_scale_inv_, bwd_scale_);
+  } else {
+    fwd_scale_inv_ = fwd_scale_.reciprocal();
+    bwd_scale_inv_ = bwd_scale_.reciprocal();
+  }
   recipe_ = fp8::Recipe{};
   recipe_.kind = fp8::RecipeKind::kDelayed;
   recipe_.format = static_cast<fp8::FormatChoice>(static_cast<int>(h[3]));

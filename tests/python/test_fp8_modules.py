@@ -460,6 +460,46 @@ def test_fp8_state_round_trips_through_checkpoints(device, gen):
     assert not torch.equal(clone._fp8_state.scale_fwd, source._fp8_state.scale_fwd)
 
 
+def test_loading_fp8_state_writes_into_its_buffers(device, gen):
+    """A checkpoint's delayed-scaling state is copied into the module's
+    buffers where their shapes match, as load_state_dict copies parameters,
+    so that a captured CUDA graph (which holds their addresses) runs with the
+    loaded values; a different history length gets new buffers."""
+    names = ("amax_history_fwd", "scale_fwd", "scale_inv_fwd", "amax_history_bwd", "scale_bwd",
+             "scale_inv_bwd")
+
+    def trained(history_len, steps):
+        module = grouped_linear.GroupedLinear(3, 16, 16, device=device)
+        set_params(module, gen)
+        for _ in range(steps):
+            x = randn(gen, 12, 16, device=device, scale=float(steps)).requires_grad_(True)
+            with grouped_linear.autocast(recipe=fp8.DelayedScaling(amax_history_len=history_len)):
+                out = module(x, [5, 0, 7])
+            out.sum().backward()
+        return module
+
+    source, target = trained(4, 3), trained(4, 1)
+    state = target._fp8_state
+    addresses = [getattr(state, n).data_ptr() for n in names]
+    assert not torch.equal(state.scale_fwd, source._fp8_state.scale_fwd)
+    target.load_state_dict(source.state_dict())
+    for name, address in zip(names, addresses):
+        assert getattr(state, name).data_ptr() == address, f"{name}: a new buffer"
+        assert torch.equal(getattr(state, name), getattr(source._fp8_state, name)), name
+    # The values were copied: the source's next step leaves the target as it was.
+    loaded = state.scale_fwd.clone()
+    with grouped_linear.autocast(recipe=fp8.DelayedScaling(amax_history_len=4)):
+        source(randn(gen, 12, 16, device=device, scale=5.0), [5, 0, 7])
+    assert not torch.equal(source._fp8_state.scale_fwd, loaded)
+    assert torch.equal(state.scale_fwd, loaded)
+    # Another history length: the checkpoint's shapes, in new buffers.
+    longer = trained(8, 2)
+    target.load_state_dict(longer.state_dict())
+    assert state.amax_history_fwd.shape == (8, 4)
+    for name in names:
+        assert torch.equal(getattr(state, name), getattr(longer._fp8_state, name)), name
+
+
 def test_checkpoint_without_fp8_state_resets_it(device, gen):
     module = grouped_linear.GroupedLinear(2, 8, 8, device=device)
     set_params(module, gen)
