@@ -5,6 +5,7 @@ throughput cases, to choose the tile configuration per role and problem.
                               [--precision bf16|fp8|fp8_block]
                               [--tile-orders along_m,along_n,shorter_side]
                               [--routings uniform,skewed,uniform_unaligned]
+                              [--kernels widestore,halfcoop128x256]
 
 Build with the candidates first: `GL_SM90_TUNING=1 scripts/setup.sh` (CMake
 option GL_SM90_TUNING=ON). bf16: the bf16 kernels (fp16 runs the same
@@ -22,7 +23,9 @@ Each figure is the median of CUDA-event timed runs, as a ratio to a dense
 GEMM of the same M, N, K measured in the same process. --tile-orders times
 each kernel under each order in which the CTAs can walk a group's tiles
 (ops.set_tile_order; recorded as "kernel@order"); without it, under the
-automatic one.
+automatic one. --kernels keeps the kernels whose names contain one of the
+given parts (the rest are not timed; each is still checked against the
+automatic choice's result), so that one comparison fits a short run.
 """
 
 import argparse
@@ -81,6 +84,18 @@ def time_kernels(fn, prefix: str, kernels: List[str], row: Dict, dense_ms: float
     print(f"{row['case']:16s} {row['routing']:8s} {row['role']:6s} " + "  ".join(
         f"{n[len(prefix):]}={r['ratio_to_dense']:.2f}" for n, r in row["kernels"].items())
         + f"   best {best[0]}", flush=True)
+
+
+def select_kernels(names: List[str], parts: List[str]) -> List[str]:
+    """The names containing one of `parts` (all of them without parts);
+    SystemExit naming any part that matches no kernel."""
+    if not parts:
+        return list(names)
+    unmatched = [p for p in parts if not any(p in n for n in names)]
+    if unmatched:
+        raise SystemExit(f"tune_sm90: --kernels: {unmatched} match no built kernel of {ENGINE}; "
+                         f"built: {', '.join(names)}")
+    return [n for n in names if any(p in n for p in parts)]
 
 
 def new_row(case, routing: str, role: str, dense_ms: float) -> Dict:
@@ -197,6 +212,8 @@ def main(argv=None) -> int:
                         help=f"comma-separated, some of {','.join(TILE_ORDERS)}")
     parser.add_argument("--routings", default=",".join(ROUTINGS),
                         help=f"comma-separated, some of {','.join(ALL_ROUTINGS)}")
+    parser.add_argument("--kernels", default="",
+                        help="comma-separated parts of kernel names: time only those kernels")
     args = parser.parse_args(argv)
     # Every list is checked before any GPU is looked for.
     known_roles = ROLES + (("wgrad_main_grad",) if args.precision == "fp8" else ())
@@ -219,7 +236,8 @@ def main(argv=None) -> int:
         return 2
     device = torch.device("cuda")
     timer = CudaEventTimer(device)
-    kernels = ops.kernel_names("cuda", ENGINE)
+    kernels = select_kernels(ops.kernel_names("cuda", ENGINE),
+                             [k for k in args.kernels.split(",") if k])
     case_file = load_cases()
     wanted = [c for c in args.cases.split(",") if c]
     cases = [c for c in case_file.throughput if not wanted or c.name in wanted]

@@ -67,6 +67,17 @@ def test_tune_sm90_names_bad_tile_orders_and_routings(capsys):
     assert "--routings: ['zipf'] unknown" in capsys.readouterr().err
 
 
+def test_tune_sm90_kernel_filter_keeps_named_parts():
+    names = ["forward_e4m3_bf16_halfcoop128x256", "forward_e4m3_bf16_halfcoop128x256_widestore",
+             "wgrad_e5m2_bf16_halfcoop128x256_widestore", "dgrad_bf16_coop128x256"]
+    assert tune_sm90.select_kernels(names, []) == names
+    assert tune_sm90.select_kernels(names, ["widestore"]) == names[1:3]
+    assert tune_sm90.select_kernels(names, ["forward_e4m3", "dgrad_"]) == [names[0], names[1],
+                                                                          names[3]]
+    with pytest.raises(SystemExit, match=r"--kernels: \['pingpong'\] match no built kernel"):
+        tune_sm90.select_kernels(names, ["widestore", "pingpong"])
+
+
 @pytest.mark.parametrize("groups, rows", [(8, 16384), (32, 8192), (128, 32768)])
 def test_unaligned_routing_starts_groups_off_128_byte_lines(groups, rows):
     splits = make_splits("uniform_unaligned", groups, rows)
