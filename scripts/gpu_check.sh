@@ -5,7 +5,9 @@
 # demo: the MoE block example in bf16 and in FP8, beside plain PyTorch;
 # tune, not in the default: `python -m bench.tune_sm90` for each precision of
 # GL_TUNE_PRECISIONS under each tile order of GL_TUNE_TILE_ORDERS, extra
-# arguments in GL_TUNE_ARGS; build with GL_SM90_TUNING=1 for the candidates).
+# arguments in GL_TUNE_ARGS; build with GL_SM90_TUNING=1 for the candidates;
+# profile, not in the default: `python -m bench.step_profile` under each
+# routing of GL_PROFILE_ROUTINGS, extra arguments in GL_PROFILE_ARGS).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -47,6 +49,14 @@ if step tune; then
       >> "$RESULTS/tune.log" 2>&1 || status=1
   done
   tail -80 "$RESULTS/tune.log"
+fi
+if step profile; then
+  for routing in ${GL_PROFILE_ROUTINGS:-uniform skewed uniform_unaligned}; do
+    "$PY" -m bench.step_profile --routing "$routing" --out "$RESULTS/step-profile-$routing.json" \
+      ${GL_PROFILE_ARGS:---cases mixtral_fc1 --recipes fp8_delayed,fp8_block} \
+      >> "$RESULTS/profile.log" 2>&1 || status=1
+  done
+  tail -60 "$RESULTS/profile.log"
 fi
 if step demo; then
   for mode in "" "--fp8"; do
