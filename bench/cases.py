@@ -21,9 +21,10 @@ CASES_FILE_CANDIDATES = (
 )
 
 ROUTINGS = ("uniform", "skewed")
-# Diagnostics may also route "uniform_unaligned" (make_splits); the
+# Diagnostics may also route "uniform_unaligned" and "uniform_sector_aligned"
+# (make_splits: FP8 column-wise group starts off 128-byte lines); the
 # benchmark's sections run ROUTINGS only.
-ALL_ROUTINGS = ROUTINGS + ("uniform_unaligned",)
+ALL_ROUTINGS = ROUTINGS + ("uniform_unaligned", "uniform_sector_aligned")
 ROLES = ("fwd", "dgrad", "wgrad")
 
 
@@ -112,18 +113,31 @@ def skewed_splits(num_groups: int, total_rows: int) -> List[int]:
     return splits
 
 
-def uniform_unaligned_splits(num_groups: int, total_rows: int) -> List[int]:
-    """Uniform, but the first group 16 rows short and the last 16 long: each
-    later group starts its FP8 column-wise copies (core/fp8/fp8_tensor.h,
-    group starts 16-aligned) 16 bytes before a 128-byte line, where uniform
-    routing's start on one at the benchmark's shapes, with uniform's 128-deep
-    k-tiles but for the last group's one more. Against uniform it separates
-    misaligned group starts from the rest of what skewed routing changes."""
+def shifted_uniform_splits(num_groups: int, total_rows: int, shift: int) -> List[int]:
+    """Uniform, but the first group `shift` rows short and the last `shift`
+    long: each later group's FP8 column-wise copies (core/fp8/fp8_tensor.h,
+    group starts 16-aligned) start `shift` bytes before a 128-byte line,
+    where uniform routing's start on one at the benchmark's shapes, with
+    uniform's 128-deep k-tiles but for the last group's one more."""
     splits = uniform_splits(num_groups, total_rows)
-    if num_groups > 1 and splits[0] >= 16:
-        splits[0] -= 16
-        splits[-1] += 16
+    if num_groups > 1 and splits[0] >= shift:
+        splits[0] -= shift
+        splits[-1] += shift
     return splits
+
+
+def uniform_unaligned_splits(num_groups: int, total_rows: int) -> List[int]:
+    """Group starts 16 bytes before a line, so also inside a 32-byte sector:
+    against uniform it separates misaligned group starts from the rest of
+    what skewed routing changes."""
+    return shifted_uniform_splits(num_groups, total_rows, 16)
+
+
+def uniform_sector_aligned_splits(num_groups: int, total_rows: int) -> List[int]:
+    """Group starts 32 bytes before a line: on a sector boundary, off a line.
+    Against uniform_unaligned it tells whether 32-byte group starts would
+    do or only 128-byte ones (fp8::kGroupAlign)."""
+    return shifted_uniform_splits(num_groups, total_rows, 32)
 
 
 def make_splits(routing: str, num_groups: int, total_rows: int) -> List[int]:
@@ -133,6 +147,8 @@ def make_splits(routing: str, num_groups: int, total_rows: int) -> List[int]:
         return skewed_splits(num_groups, total_rows)
     if routing == "uniform_unaligned":
         return uniform_unaligned_splits(num_groups, total_rows)
+    if routing == "uniform_sector_aligned":
+        return uniform_sector_aligned_splits(num_groups, total_rows)
     raise ValueError(f"routing {routing!r}: expected one of {ALL_ROUTINGS}")
 
 

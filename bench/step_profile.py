@@ -2,7 +2,7 @@
 
     python -m bench.step_profile [--cases mixtral_fc1,dsv3_ep8_fc1]
                                  [--recipes bf16,fp8_delayed,fp8_delayed_cached_weights]
-                                 [--routing uniform|skewed|uniform_unaligned]
+                                 [--routing uniform|skewed|uniform_unaligned|uniform_sector_aligned]
                                  [--steps 5]
 
 The step of `python -m bench`'s FP8 end-to-end section (bench/fp8_module.py),

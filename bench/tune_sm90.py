@@ -4,7 +4,7 @@ throughput cases, to choose the tile configuration per role and problem.
     python -m bench.tune_sm90 [--out tune.json] [--cases a,b] [--roles fwd,wgrad]
                               [--precision bf16|fp8|fp8_block]
                               [--tile-orders along_m,along_n,shorter_side]
-                              [--routings uniform,skewed,uniform_unaligned]
+                              [--routings uniform,skewed,uniform_unaligned,...]
                               [--kernels widestore,halfcoop128x256]
 
 Build with the candidates first: `GL_SM90_TUNING=1 scripts/setup.sh` (CMake

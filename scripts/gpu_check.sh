@@ -51,7 +51,7 @@ if step tune; then
   tail -80 "$RESULTS/tune.log"
 fi
 if step profile; then
-  for routing in ${GL_PROFILE_ROUTINGS:-uniform skewed uniform_unaligned}; do
+  for routing in ${GL_PROFILE_ROUTINGS:-uniform skewed uniform_unaligned uniform_sector_aligned}; do
     "$PY" -m bench.step_profile --routing "$routing" --out "$RESULTS/step-profile-$routing.json" \
       ${GL_PROFILE_ARGS:---cases mixtral_fc1 --recipes fp8_delayed,fp8_block} \
       >> "$RESULTS/profile.log" 2>&1 || status=1

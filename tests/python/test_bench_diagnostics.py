@@ -78,15 +78,18 @@ def test_tune_sm90_kernel_filter_keeps_named_parts():
         tune_sm90.select_kernels(names, ["widestore", "pingpong"])
 
 
+@pytest.mark.parametrize("routing, start_mod_32", [("uniform_unaligned", 16),
+                                                   ("uniform_sector_aligned", 0)])
 @pytest.mark.parametrize("groups, rows", [(8, 16384), (32, 8192), (128, 32768)])
-def test_unaligned_routing_starts_groups_off_128_byte_lines(groups, rows):
-    splits = make_splits("uniform_unaligned", groups, rows)
+def test_unaligned_routings_start_groups_off_128_byte_lines(groups, rows, routing, start_mod_32):
+    splits = make_splits(routing, groups, rows)
     assert len(splits) == groups and sum(splits) == rows and min(splits) > 0
     starts, column = [], 0
     for m in splits:  # the column-wise copies' group starts (16-aligned)
         starts.append(column)
         column += -(-m // 16) * 16
     assert all(start % 128 != 0 for start in starts[1:]), starts
+    assert all(start % 32 == start_mod_32 for start in starts[1:]), starts
     # The same 128-deep k-tiles as uniform routing, but for the last group's one more.
     uniform = make_splits("uniform", groups, rows)
     assert [-(-m // 128) for m in splits[:-1]] == [-(-m // 128) for m in uniform[:-1]]
