@@ -112,18 +112,27 @@ void Fp8ModuleState::allocate_delayed(int64_t history_len, const at::Device& dev
   bwd_scale_inv_ = at::ones({1}, options);
 }
 
-void Fp8ModuleState::begin_forward(const fp8::Recipe& recipe, const at::Device& device) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  // Another thread's region holds this state (its scales, histories and
-  // weight cache change under that thread's casts and step boundary).
+// Another thread's region holds this state (its scales, histories and
+// weight cache change under that thread's casts and step boundary).
+void Fp8ModuleState::fail_if_held_elsewhere(const char* action) const {
   if (registered_region_ != 0 && registered_region_ != t_region)
     detail::fail(ErrorKind::kRuntime,
                  detail::concat(name_,
                                 ": its FP8 state is in use by another thread's "
-                                "grouped_linear.autocast region; one module cannot run "
-                                "FP8 in two threads at once (give each thread its own "
-                                "copy, e.g. copy.deepcopy, or run them one after the "
-                                "other: the state is free again when that region exits)"));
+                                "grouped_linear.autocast region; ",
+                                action,
+                                " (give each thread its own copy, e.g. copy.deepcopy, or "
+                                "wait: the state is free again when that region exits)"));
+}
+
+void Fp8ModuleState::check_not_held_elsewhere(const char* action) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fail_if_held_elsewhere(action);
+}
+
+void Fp8ModuleState::begin_forward(const fp8::Recipe& recipe, const at::Device& device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fail_if_held_elsewhere("one module cannot run FP8 in two threads at once");
   // A cache made under another recipe or format does not match what this
   // forward would cast.
   if (weight_cache_.has_value() && (weight_cache_->spec.kind != recipe.kind ||
@@ -201,6 +210,7 @@ at::Tensor Fp8ModuleState::state_dict() const {
 }
 
 void Fp8ModuleState::load_state_dict(const at::Tensor& state) {
+  check_not_held_elsewhere("its checkpoint cannot be loaded now");  // also set_extra_state
   // No FP8 state in the checkpoint (an older or per-expert one): start fresh,
   // the weights are new.
   if (!state.defined()) {

@@ -81,6 +81,11 @@ class Fp8ModuleState : public std::enable_shared_from_this<Fp8ModuleState> {
   // Back to a fresh state (no recipe, no buffers, no cache).
   void reset();
 
+  // Raises RuntimeError naming the module and `action` while another
+  // thread's autocast region holds the state (begin_forward's rule), so that
+  // a checkpoint load can be refused before torch copies any parameter.
+  void check_not_held_elsewhere(const char* action);
+
   // The state saved in checkpoints (module `_extra_state`), one flat
   // float32 tensor so that generic state_dict tools (clone, .to, sharded
   // checkpoints) handle it and loading needs no unpickling:
@@ -97,6 +102,7 @@ class Fp8ModuleState : public std::enable_shared_from_this<Fp8ModuleState> {
 
  private:
   void allocate_delayed(int64_t history_len, const at::Device& device);
+  void fail_if_held_elsewhere(const char* action) const;  // with mutex_ held
 
   int64_t num_groups_;
   std::string name_;

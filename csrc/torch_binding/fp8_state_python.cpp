@@ -30,6 +30,13 @@ void load_state(Fp8ModuleState& s, const py::object& state) {
   s.load_state_dict(THPVariable_Unpack(state.ptr()));
 }
 
+// A checkpoint load's first step (the load_state_dict pre-hook): refused,
+// before any parameter is copied, while another thread's region holds the
+// state.
+void check_free_to_load(Fp8ModuleState& s) {
+  s.check_not_held_elsewhere("its checkpoint cannot be loaded now");
+}
+
 // The buffers keep their device, so copy.deepcopy of a CUDA module gives a
 // CUDA state (torch's pickling of tensors handles either device).
 py::tuple get_pickle_state(const Fp8ModuleState& s) {
@@ -92,6 +99,8 @@ void register_fp8_state(py::module_& f) {
       .def("reset", &Fp8ModuleState::reset)
       .def("state_dict", &Fp8ModuleState::state_dict)
       .def("load_state_dict", guarded(&load_state), py::arg("state"))
+      .def("check_free_to_load", guarded(&check_free_to_load),
+           "RuntimeError while another thread's autocast region holds the state.")
       .def(py::pickle(&get_pickle_state, guarded(&from_pickle_state)));
 
   f.def("set_amax_check", &set_amax_check, py::arg("enabled"),

@@ -88,7 +88,10 @@ def fill_missing_extra_state(module, state_dict, prefix, local_metadata, strict,
     copies every parameter whose shape fits, then sets the extra state, which
     raises on its own): a parameter of the wrong shape or an FP8 state for
     another group count is reported among torch's error messages and leaves
-    every parameter and the FP8 state as they were."""
+    every parameter and the FP8 state as they were. While another thread's
+    autocast region holds the module's FP8 state the load is refused
+    (RuntimeError) before anything is copied."""
+    module._fp8_state.check_free_to_load()
     key = prefix + "_extra_state"
     state_dict.setdefault(key, None)
     rejected = False

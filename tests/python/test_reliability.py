@@ -438,6 +438,50 @@ def test_one_fp8_module_in_two_threads_is_refused(recipe_name, gen):
            dict(threads=2, refused=True, equal=True))
 
 
+def test_checkpoint_load_into_a_module_another_thread_holds_is_refused(gen):
+    """While one thread's autocast region holds a module's FP8 state, loading
+    a checkpoint into that module from another thread raises RuntimeError
+    before anything is copied (parameters and FP8 state unchanged); once the
+    region has exited the same load works."""
+    module, ((s0, x0, _),) = _shared_module_inputs(gen, "cpu", torch.float32, 1)
+    recipe = RECIPES["delayed"]()
+    source = copy.deepcopy(module)
+    with torch.no_grad():
+        source.weight.add_(1.0)
+    with grouped_linear.autocast(recipe=recipe), torch.no_grad():
+        source(x0, s0)
+    checkpoint = source.state_dict()
+    holding, tried = threading.Event(), threading.Event()
+
+    def owner():
+        with grouped_linear.autocast(recipe=recipe):
+            with torch.no_grad():
+                module(x0, s0)
+            holding.set()
+            assert tried.wait(timeout=60), "the loading thread never tried"
+
+    seen = {}
+
+    def loader():
+        assert holding.wait(timeout=60), "the first thread never ran"
+        try:
+            weight, state = module.weight.detach().clone(), module.get_extra_state().clone()
+            with pytest.raises(RuntimeError, match="another thread.*checkpoint cannot be loaded"):
+                module.load_state_dict(checkpoint)
+            with pytest.raises(RuntimeError, match="another thread"):
+                module.set_extra_state(checkpoint["_extra_state"])
+            seen["unchanged"] = (torch.equal(module.weight, weight)
+                                 and torch.equal(module.get_extra_state(), state))
+        finally:
+            tried.set()
+
+    _run_threads([owner, loader])
+    assert seen["unchanged"], "the refused load changed the module"
+    module.load_state_dict(checkpoint)  # the region has exited
+    assert torch.equal(module.weight, source.weight)
+    assert torch.equal(module.get_extra_state(), source.get_extra_state())
+
+
 def _on_stream(stream, fn):
     with torch.cuda.stream(stream):
         result = fn()
