@@ -130,9 +130,26 @@ void Fp8ModuleState::check_not_held_elsewhere(const char* action) {
   fail_if_held_elsewhere(action);
 }
 
+// Held by this thread's region from now on; its exit runs the step boundary.
+void Fp8ModuleState::register_with_region() {
+  fail_if_held_elsewhere("one module cannot run FP8 in two threads at once");
+  if (registered_region_ != t_region) {
+    registered_region_ = t_region;
+    t_pending.push_back(shared_from_this());
+  }
+}
+
+void Fp8ModuleState::join_region() {
+  if (t_region == 0) return;  // no region, no step boundary to join
+  std::lock_guard<std::mutex> lock(mutex_);
+  register_with_region();
+}
+
 void Fp8ModuleState::begin_forward(const fp8::Recipe& recipe, const at::Device& device) {
   std::lock_guard<std::mutex> lock(mutex_);
-  fail_if_held_elsewhere("one module cannot run FP8 in two threads at once");
+  // Registered for every recipe (the boundary updates delayed ones only), so
+  // that the state is held by this region until it ends.
+  register_with_region();
   // A cache made under another recipe or format does not match what this
   // forward would cast.
   if (weight_cache_.has_value() && (weight_cache_->spec.kind != recipe.kind ||
@@ -140,12 +157,6 @@ void Fp8ModuleState::begin_forward(const fp8::Recipe& recipe, const at::Device& 
     weight_cache_.reset();
   recipe_ = recipe;
   has_recipe_ = true;
-  // Registered for every recipe (the boundary updates delayed ones only), so
-  // that the state is held by this region until it ends.
-  if (registered_region_ != t_region) {
-    registered_region_ = t_region;
-    t_pending.push_back(shared_from_this());
-  }
   if (recipe.kind != fp8::RecipeKind::kDelayed) return;
   if (!delayed() || fwd_history_.size(0) != recipe.amax_history_len) {
     allocate_delayed(recipe.amax_history_len, device);

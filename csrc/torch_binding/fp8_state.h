@@ -54,6 +54,12 @@ class Fp8ModuleState : public std::enable_shared_from_this<Fp8ModuleState> {
   void begin_forward(const fp8::Recipe& recipe, const at::Device& device);
   // The region that registered the state has ended (end_autocast_region).
   void end_region();
+  // Registers the state with this thread's outermost autocast region without
+  // a forward (no-op outside any region), so that the region's exit runs its
+  // step boundary: for FP8 forwards replayed from a CUDA graph, whose casts
+  // record amaxes but whose host code (begin_forward) does not run. Raises
+  // as begin_forward does while another thread's region holds the state.
+  void join_region();
 
   // Where each cast reads its scale and records its amax (delayed scaling);
   // empty for the other recipes.
@@ -103,6 +109,7 @@ class Fp8ModuleState : public std::enable_shared_from_this<Fp8ModuleState> {
  private:
   void allocate_delayed(int64_t history_len, const at::Device& device);
   void fail_if_held_elsewhere(const char* action) const;  // with mutex_ held
+  void register_with_region();                            // with mutex_ held
 
   int64_t num_groups_;
   std::string name_;

@@ -37,6 +37,8 @@ void check_free_to_load(Fp8ModuleState& s) {
   s.check_not_held_elsewhere("its checkpoint cannot be loaded now");
 }
 
+void join_region(Fp8ModuleState& s) { s.join_region(); }
+
 // The buffers keep their device, so copy.deepcopy of a CUDA module gives a
 // CUDA state (torch's pickling of tensors handles either device).
 py::tuple get_pickle_state(const Fp8ModuleState& s) {
@@ -101,6 +103,9 @@ void register_fp8_state(py::module_& f) {
       .def("load_state_dict", guarded(&load_state), py::arg("state"))
       .def("check_free_to_load", guarded(&check_free_to_load),
            "RuntimeError while another thread's autocast region holds the state.")
+      .def("join_region", guarded(&join_region),
+           "Register with this thread's outermost autocast region (no-op outside one), whose "
+           "exit then runs the step boundary: for forwards replayed from a CUDA graph.")
       .def(py::pickle(&get_pickle_state, guarded(&from_pickle_state)));
 
   f.def("set_amax_check", &set_amax_check, py::arg("enabled"),

@@ -10,12 +10,13 @@ from . import _C
 from . import fp8
 from . import ops
 from .fp8 import autocast
+from .graphs import make_graphed_callables
 from .module import GroupedLinear, Linear
 
 __version__ = "0.1.0"
 
-__all__ = ["GroupedLinear", "Linear", "autocast", "fp8", "ops", "engine_for", "with_cuda",
-           "__version__"]
+__all__ = ["GroupedLinear", "Linear", "autocast", "fp8", "ops", "make_graphed_callables",
+           "engine_for", "with_cuda", "__version__"]
 
 with_cuda = _C.with_cuda
 

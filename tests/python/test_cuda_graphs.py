@@ -265,3 +265,61 @@ def test_cuda_graph_fp8_step(cuda_engine, recipe_name, split_form, gen):
         states.append(_fp8_state(module))
     if recipe_name == "delayed":  # each replay ran the step boundary
         assert not torch.equal(states[0], states[1]) and not torch.equal(states[1], states[2])
+
+
+class _RoutedLayer(torch.nn.Module):
+    """A GroupedLinear with its m_splits on the device, so that its forward
+    takes tensors only (what torch.cuda.make_graphed_callables replays)."""
+
+    def __init__(self, splits):
+        super().__init__()
+        self.experts = grouped_linear.GroupedLinear(G, FP8_K, FP8_N, params_dtype=torch.bfloat16,
+                                                    device="cuda")
+        self.register_buffer("splits", torch.tensor(splits, device="cuda"))
+
+    def forward(self, x):
+        return self.experts(x, self.splits)
+
+
+def test_make_graphed_callables_fp8_keeps_delayed_scaling_moving(gen):
+    """grouped_linear.make_graphed_callables: every call of the graphed layer
+    joins the caller's autocast region, so the region's exit updates the
+    layer's delayed scaling as an eager step's would (with
+    torch.cuda.make_graphed_callables alone the replayed forward registers
+    nothing and the scales stay as captured). Each step equals an eager twin's
+    from the same state, bit for bit, and the state moves from step to step."""
+    if not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+            and "sm90_grouped" in grouped_linear.ops.engine_names("cuda")):
+        pytest.skip("device m_splits without a sync: the sm90_grouped engine")
+    recipe = grouped_linear.fp8.DelayedScaling(amax_history_len=4)
+    splits = make_splits(gen, T, G, "random_with_zeros")
+    layer, twin = _RoutedLayer(splits), _RoutedLayer(splits)
+    set_params(layer.experts, gen)
+    sample = randn(gen, T, FP8_K, dtype=torch.bfloat16, device="cuda").requires_grad_(True)
+    graphed = grouped_linear.make_graphed_callables(layer, (sample,), fp8_enabled=True,
+                                                    fp8_recipe=recipe)
+    with pytest.raises(RuntimeError, match="call it inside grouped_linear.autocast"):
+        graphed(sample)
+    states = []
+    for step in range(3):
+        x = randn(gen, T, FP8_K, dtype=torch.bfloat16, device="cuda").requires_grad_(True)
+        dy = randn(gen, T, FP8_N, dtype=torch.bfloat16, device="cuda")
+        twin.load_state_dict(layer.state_dict())  # parameters and FP8 state before the step
+        layer.zero_grad(set_to_none=True)
+        twin.zero_grad(set_to_none=True)
+        with grouped_linear.autocast(recipe=recipe):
+            out = graphed(x)
+        out.backward(dy)
+        x_twin = x.detach().clone().requires_grad_(True)
+        with grouped_linear.autocast(recipe=recipe):
+            out_twin = twin(x_twin)
+        out_twin.backward(dy)
+        torch.cuda.synchronize()
+        what = f"step {step}"
+        assert torch.equal(out, out_twin), f"{what}: out differs from the eager step"
+        assert torch.equal(x.grad, x_twin.grad), f"{what}: dx differs"
+        assert torch.equal(layer.experts.weight.grad, twin.experts.weight.grad), f"{what}: dw"
+        state = _fp8_state(layer.experts)
+        assert torch.equal(state, _fp8_state(twin.experts)), f"{what}: FP8 state differs"
+        states.append(state)
+    assert not torch.equal(states[0], states[1]) and not torch.equal(states[1], states[2])
