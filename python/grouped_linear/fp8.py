@@ -28,6 +28,8 @@ import threading
 from dataclasses import dataclass
 from typing import Optional, Union
 
+import torch
+
 from . import _C
 
 
@@ -219,6 +221,30 @@ def set_amax_check(enabled: bool) -> None:
 
 def amax_check_enabled() -> bool:
     return _C.fp8.amax_check()
+
+
+def _states_of(module) -> list:
+    """The FP8 states of the grouped_linear layers in `module` (itself included)."""
+    return [m._fp8_state for m in module.modules()
+            if isinstance(getattr(m, "_fp8_state", None), _C.fp8.ModuleState)]
+
+
+def join_region(*modules) -> None:
+    """Register the FP8 state of every GroupedLinear / Linear in `modules`
+    (searched with `.modules()`) with this thread's outermost autocast region,
+    whose exit then runs their delayed-scaling step boundary; a no-op outside
+    any region. For forwards replayed from a CUDA graph (hand-captured, or
+    torch.compile's mode="reduce-overhead"), which run none of the layers'
+    host code and so register nothing themselves: call it inside the region,
+    before or after the replay. `grouped_linear.make_graphed_callables`
+    calls it on every call."""
+    for module in modules:
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"grouped_linear: join_region: got {type(module).__name__}, "
+                            "expected torch.nn.Module")
+    for module in modules:
+        for state in _states_of(module):
+            state.join_region()
 
 
 quantize = _C.fp8.quantize

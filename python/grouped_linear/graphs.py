@@ -7,8 +7,9 @@ buffers, but delayed scaling's step boundary (the exit of the outermost
 `grouped_linear.autocast` region) updates only the states that a forward
 registered with the region, and a replayed forward registers none: the
 scales would stay as they were at capture. The callables returned here join
-each call's region with the FP8 state of every layer they hold first, as
-Transformer Engine's `make_graphed_callables` does for its modules.
+each call's region with the FP8 state of every layer they hold first
+(`fp8.join_region`), as Transformer Engine's `make_graphed_callables` does
+for its modules.
 """
 
 import contextlib
@@ -18,16 +19,13 @@ from typing import List
 import torch
 
 from . import _C
-from .fp8 import Recipe, autocast
+from .fp8 import Recipe, _states_of, autocast
 
 
 def _fp8_states(callable_) -> List["_C.fp8.ModuleState"]:
     """The FP8 states of the grouped_linear layers a module holds (none for a
     plain function: pass modules)."""
-    if not isinstance(callable_, torch.nn.Module):
-        return []
-    return [m._fp8_state for m in callable_.modules()
-            if isinstance(getattr(m, "_fp8_state", None), _C.fp8.ModuleState)]
+    return _states_of(callable_) if isinstance(callable_, torch.nn.Module) else []
 
 
 def _joining(call, states, fp8_enabled: bool):

@@ -69,3 +69,20 @@ def test_make_graphed_callables_checks_its_fp8_arguments():
     with pytest.raises(ValueError, match="fp8_recipe is given but fp8_enabled is False"):
         grouped_linear.make_graphed_callables(torch.nn.Identity(), (torch.ones(1),),
                                               fp8_recipe=RECIPE)
+
+
+def test_fp8_join_region_takes_modules_and_their_layers(gen):
+    """The public form, for graphs made another way (hand-captured, or
+    torch.compile's mode="reduce-overhead"): every layer found in the given
+    modules joins the region; anything but a module is refused up front."""
+    first, second = _module_after_one_step(gen), _module_after_one_step(gen)
+    model = torch.nn.ModuleList([torch.nn.Sequential(first), torch.nn.ReLU()])
+    before = [_history(first), _history(second)]
+    with pytest.raises(TypeError, match="join_region: got function, expected torch.nn.Module"):
+        with grouped_linear.autocast(recipe=RECIPE):
+            fp8.join_region(model, lambda x: x)
+    assert torch.equal(_history(first), before[0]), "a refused call joined a layer"
+    with grouped_linear.autocast(recipe=RECIPE):
+        fp8.join_region(model)
+    assert torch.equal(_history(first)[2], before[0][1])
+    assert torch.equal(_history(second), before[1]), "a layer not given was updated"
