@@ -234,7 +234,7 @@ def join_region(*modules) -> None:
     (searched with `.modules()`) with this thread's outermost autocast region,
     whose exit then runs their delayed-scaling step boundary; a no-op outside
     any region. For forwards replayed from a CUDA graph (hand-captured, or
-    torch.compile's mode="reduce-overhead"), which run none of the layers'
+    by a tool that replays graphs), which run none of the layers'
     host code and so register nothing themselves: call it inside the region,
     before or after the replay. `grouped_linear.make_graphed_callables`
     calls it on every call."""

@@ -72,8 +72,8 @@ def test_make_graphed_callables_checks_its_fp8_arguments():
 
 
 def test_fp8_join_region_takes_modules_and_their_layers(gen):
-    """The public form, for graphs made another way (hand-captured, or
-    torch.compile's mode="reduce-overhead"): every layer found in the given
+    """The public form, for graphs made another way (hand-captured, or by a
+    tool that replays graphs): every layer found in the given
     modules joins the region; anything but a module is refused up front."""
     first, second = _module_after_one_step(gen), _module_after_one_step(gen)
     model = torch.nn.ModuleList([torch.nn.Sequential(first), torch.nn.ReLU()])
