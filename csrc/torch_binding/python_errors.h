@@ -1,6 +1,7 @@
 // C++ exceptions -> Python exceptions, done by every bound function itself.
 #pragma once
 
+#include <torch/csrc/Exceptions.h>
 #include <torch/extension.h>
 
 #include "core/error.h"
@@ -10,10 +11,15 @@ namespace grouped_linear::torch_binding {
 namespace py = pybind11;
 
 // Sets the Python exception for the C++ exception in flight, keeping the
-// kind of core errors: ValueError, TypeError or RuntimeError.
+// kind of core errors: ValueError, TypeError or RuntimeError. A Python
+// exception raised inside the call (a saved-tensor hook, such as the one
+// torch.utils.checkpoint stops its recomputation with) reaches torch's C++
+// as python_error and leaves as itself, its type and message intact.
 inline void set_python_error() {
   try {
     throw;
+  } catch (python_error& e) {
+    e.restore();  // persisted: set it again; else the Python error is still set
   } catch (const Error& e) {
     PyObject* type = e.kind() == ErrorKind::kValue  ? PyExc_ValueError
                      : e.kind() == ErrorKind::kType ? PyExc_TypeError

@@ -106,6 +106,48 @@ def test_grads_accumulate_over_two_backwards(device, gen):
     assert_close_rel(module.weight.grad, expected, torch.float32, "accumulated .grad")
 
 
+@pytest.mark.parametrize("use_reentrant", [False, True], ids=["non_reentrant", "reentrant"])
+def test_activation_checkpointing_matches_the_plain_step(device, use_reentrant, gen):
+    """torch.utils.checkpoint: the recomputed forward gives the same
+    gradients, bit for bit. (Non-reentrant checkpointing stops recomputing by
+    raising from a saved-tensor hook inside the forward; that exception must
+    leave the C++ call as itself.)"""
+    module = _grouped(device, gen=gen)
+    splits = make_splits(gen, T, G, "random_with_zeros")
+    x = randn(gen, T, K, device=device).requires_grad_(True)
+    dy = randn(gen, T, N, device=device)
+    module(x, splits).backward(dy)
+    expected = [x.grad.clone(), module.weight.grad.clone(), module.bias.grad.clone()]
+    x.grad = None
+    module.zero_grad(set_to_none=True)
+    out = torch.utils.checkpoint.checkpoint(lambda v: module(v, splits), x,
+                                            use_reentrant=use_reentrant)
+    out.backward(dy)
+    for got, want, name in zip([x.grad, module.weight.grad, module.bias.grad], expected,
+                               ["dx", "dw", "db"]):
+        assert torch.equal(got, want), f"{name} differs under checkpointing"
+
+
+def test_python_exceptions_from_hooks_leave_as_themselves(device, gen):
+    """A Python exception raised by a saved-tensor hook during the forward
+    keeps its type and message (it was a bare RuntimeError), and the module
+    works after it."""
+    class Stop(Exception):
+        pass
+
+    def pack(tensor):
+        raise Stop("raised by the pack hook")
+
+    module = _grouped(device, gen=gen)
+    splits = make_splits(gen, T, G, "random_with_zeros")
+    x = randn(gen, T, K, device=device).requires_grad_(True)
+    with pytest.raises(Stop, match="raised by the pack hook"):
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            module(x, splits)
+    module(x, splits).sum().backward()
+    assert x.grad is not None
+
+
 def test_gradcheck_float32_vs_float64_autograd(device, gen):
     """The autograd graph is wired right: compare torch.autograd.grad of a
     non-linear loss with the same loss built from float64 torch ops."""
