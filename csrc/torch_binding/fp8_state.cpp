@@ -20,6 +20,8 @@ constexpr int64_t kHeader = 6;  // see Fp8ModuleState::state_dict
 // Thread-local: autocast regions belong to their thread.
 thread_local std::vector<std::shared_ptr<Fp8ModuleState>> t_pending;
 thread_local uint64_t t_region = 0;
+thread_local RecomputeScope* t_capturing = nullptr;
+thread_local RecomputeScope* t_replaying = nullptr;
 std::atomic<uint64_t> g_next_region{1};
 std::atomic<bool> g_amax_check{false};
 
@@ -147,6 +149,13 @@ void Fp8ModuleState::join_region() {
 
 void Fp8ModuleState::begin_forward(const fp8::Recipe& recipe, const at::Device& device) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (t_replaying != nullptr) {
+    // A recomputation: the forward it repeats registered and cast already.
+    fail_if_held_elsewhere("one module cannot run FP8 in two threads at once");
+    GL_CHECK(recipe.kind != fp8::RecipeKind::kDelayed || t_replaying->scales_of(this) != nullptr,
+             name_, ": recomputing an FP8 forward whose own forward recorded no scales");
+    return;
+  }
   // Registered for every recipe (the boundary updates delayed ones only), so
   // that the state is held by this region until it ends.
   register_with_region();
@@ -168,6 +177,11 @@ void Fp8ModuleState::begin_forward(const fp8::Recipe& recipe, const at::Device& 
     bwd_scale_ = bwd_scale_.to(device);
     bwd_scale_inv_ = bwd_scale_inv_.to(device);
   }
+  // Inside activation_checkpoint's forward: the scales these casts read, for
+  // its recomputation (the first forward of the state in the scope: no step
+  // boundary falls inside one forward).
+  if (t_capturing != nullptr && t_capturing->scales_of(this) == nullptr)
+    t_capturing->scales.emplace_back(shared_from_this(), fwd_scale_.clone());
 }
 
 void Fp8ModuleState::end_region() {
@@ -175,12 +189,19 @@ void Fp8ModuleState::end_region() {
   registered_region_ = 0;
 }
 
+// A recomputation casts with the recorded scales and records no amax.
 fp8::ScaleState Fp8ModuleState::input_state() const {
+  if (t_replaying != nullptr)
+    if (const at::Tensor* scales = t_replaying->scales_of(this))
+      return {scales->data_ptr<float>(), nullptr};
   if (!delayed() || recipe_.kind != fp8::RecipeKind::kDelayed) return {};
   return {fwd_scale_.data_ptr<float>(), fwd_history_.data_ptr<float>()};
 }
 
 fp8::ScaleState Fp8ModuleState::weight_state() const {
+  if (t_replaying != nullptr)
+    if (const at::Tensor* scales = t_replaying->scales_of(this))
+      return {scales->data_ptr<float>() + 1, nullptr};
   if (!delayed() || recipe_.kind != fp8::RecipeKind::kDelayed) return {};
   return {fwd_scale_.data_ptr<float>() + 1, fwd_history_.data_ptr<float>() + 1};
 }
@@ -289,6 +310,26 @@ void Fp8ModuleState::load_state_dict(const at::Tensor& state) {
   recipe_.amax_compute_algo = static_cast<fp8::AmaxAlgo>(static_cast<int>(h[5]));
   has_recipe_ = true;
   weight_cache_.reset();
+}
+
+// ---- recomputation --------------------------------------------------------------
+
+const at::Tensor* RecomputeScope::scales_of(const Fp8ModuleState* state) const {
+  for (const auto& entry : scales)
+    if (entry.first.get() == state) return &entry.second;
+  return nullptr;
+}
+
+RecomputeScope* set_capturing_scope(RecomputeScope* scope) {
+  RecomputeScope* previous = t_capturing;
+  t_capturing = scope;
+  return previous;
+}
+
+RecomputeScope* set_replaying_scope(RecomputeScope* scope) {
+  RecomputeScope* previous = t_replaying;
+  t_replaying = scope;
+  return previous;
 }
 
 // ---- step boundary --------------------------------------------------------------

@@ -124,6 +124,22 @@ class Fp8ModuleState : public std::enable_shared_from_this<Fp8ModuleState> {
   std::mutex mutex_;
 };
 
+// Activation recomputation (grouped_linear.activation_checkpoint): the
+// forward it repeats in backward must cast with the scales of the forward it
+// repeats and leave the state alone. A scope records, while the original
+// forward runs (capturing), each delayed-scaling state's forward scales; while
+// the recomputation runs (replaying), FP8 forwards cast with those scales,
+// record no amax and join no autocast region.
+struct RecomputeScope {
+  std::vector<std::pair<std::shared_ptr<Fp8ModuleState>, at::Tensor>> scales;
+  const at::Tensor* scales_of(const Fp8ModuleState* state) const;
+};
+
+// Sets this thread's capturing / replaying scope (null: none); returns the
+// previous one, to be set again when the scope ends (scopes nest).
+RecomputeScope* set_capturing_scope(RecomputeScope* scope);
+RecomputeScope* set_replaying_scope(RecomputeScope* scope);
+
 // The thread's outermost autocast region begins / ends (fp8_bindings.cpp
 // calls these from autocast_push / autocast_pop). Ending it runs the step
 // boundary for the states registered in it; with check mode on, a

@@ -2,7 +2,10 @@
 // state itself so that the torch binding library stays free of Python.
 #include <torch/extension.h>
 
+#include <vector>
+
 #include "core/error.h"
+#include "core/fp8/autocast_state.h"
 #include "torch_binding/fp8_bindings.h"
 #include "torch_binding/fp8_state.h"
 #include "torch_binding/python_errors.h"
@@ -38,6 +41,35 @@ void check_free_to_load(Fp8ModuleState& s) {
 }
 
 void join_region(Fp8ModuleState& s) { s.join_region(); }
+
+// activation_checkpoint's two contexts (python/grouped_linear/recompute.py).
+// Scopes nest per thread; the Python side holds each scope while it is set.
+thread_local std::vector<RecomputeScope*> t_previous_capturing, t_previous_replaying;
+
+void capture_enter(const std::shared_ptr<RecomputeScope>& scope) {
+  t_previous_capturing.push_back(set_capturing_scope(scope.get()));
+}
+void capture_exit() {
+  GL_CHECK(!t_previous_capturing.empty(), "recompute: capture_exit without capture_enter");
+  set_capturing_scope(t_previous_capturing.back());
+  t_previous_capturing.pop_back();
+}
+// The recomputation runs under the forward's autocast state, pushed without
+// opening a region: it must not run a step boundary when it ends.
+void replay_enter(const std::shared_ptr<RecomputeScope>& scope, bool enabled,
+                  const fp8::Recipe& recipe) {
+  fp8::AutocastState state;
+  state.enabled = enabled;
+  state.recipe = recipe;
+  fp8::push(state);
+  t_previous_replaying.push_back(set_replaying_scope(scope.get()));
+}
+void replay_exit() {
+  GL_CHECK(!t_previous_replaying.empty(), "recompute: replay_exit without replay_enter");
+  set_replaying_scope(t_previous_replaying.back());
+  t_previous_replaying.pop_back();
+  fp8::pop();
+}
 
 // The buffers keep their device, so copy.deepcopy of a CUDA module gives a
 // CUDA state (torch's pickling of tensors handles either device).
@@ -108,6 +140,17 @@ void register_fp8_state(py::module_& f) {
            "exit then runs the step boundary: for forwards replayed from a CUDA graph.")
       .def(py::pickle(&get_pickle_state, guarded(&from_pickle_state)));
 
+  py::class_<RecomputeScope, std::shared_ptr<RecomputeScope>>(
+      f, "RecomputeScope",
+      "The forward scales of the FP8 layers an activation-checkpointed forward ran, for "
+      "its recomputation.")
+      .def(py::init<>())
+      .def_property_readonly("num_states", [](const RecomputeScope& s) { return s.scales.size(); });
+  f.def("recompute_capture_enter", guarded(&capture_enter), py::arg("scope"));
+  f.def("recompute_capture_exit", guarded(&capture_exit));
+  f.def("recompute_replay_enter", guarded(&replay_enter), py::arg("scope"), py::arg("enabled"),
+        py::arg("recipe"));
+  f.def("recompute_replay_exit", guarded(&replay_exit));
   f.def("set_amax_check", &set_amax_check, py::arg("enabled"),
         "Check mode: a non-finite amax at the step boundary raises, naming the tensor.");
   f.def("amax_check", &amax_check);

@@ -12,11 +12,12 @@ from . import ops
 from .fp8 import autocast
 from .graphs import make_graphed_callables
 from .module import GroupedLinear, Linear
+from .recompute import activation_checkpoint
 
 __version__ = "0.1.0"
 
 __all__ = ["GroupedLinear", "Linear", "autocast", "fp8", "ops", "make_graphed_callables",
-           "engine_for", "with_cuda", "__version__"]
+           "activation_checkpoint", "engine_for", "with_cuda", "__version__"]
 
 with_cuda = _C.with_cuda
 

@@ -1,0 +1,99 @@
+"""grouped_linear.activation_checkpoint: activation recomputation that runs
+the layers as their forward ran, FP8 included (CPU engine and FP8 emulation;
+the same code paths pick the CUDA kernels on a GPU).
+
+Checked against the same step without checkpointing, on a copy of the same
+model and FP8 state: output, every gradient and the FP8 state after the step
+equal bit for bit. Backward runs after the autocast region has exited (the
+usual order): its exit has updated delayed scaling's scales, and a
+recomputation under the new scales, or one that recorded its amaxes again,
+would differ."""
+
+import copy
+
+import pytest
+import torch
+
+import grouped_linear
+from grouped_linear import fp8
+from gl_testutil import randn, set_params
+
+SPLITS = [5, 0, 7]
+RECIPES = {"delayed": lambda: fp8.DelayedScaling(amax_history_len=4),
+           "current": fp8.Float8CurrentScaling,
+           "block": fp8.Float8BlockScaling,
+           "bf16": lambda: None}
+
+
+def _model(gen):
+    layers = torch.nn.ModuleList([grouped_linear.GroupedLinear(3, 32, 48),
+                                  grouped_linear.GroupedLinear(3, 48, 32)])
+    for layer in layers:
+        set_params(layer, gen)
+    return layers
+
+
+def _two_layers(model, x):
+    return model[1](torch.nn.functional.gelu(model[0](x, SPLITS)), SPLITS)
+
+
+def _region(recipe):
+    return grouped_linear.autocast(enabled=recipe is not None, recipe=recipe)
+
+
+def _state(model):
+    return [torch.as_tensor(layer.get_extra_state()).clone() for layer in model]
+
+
+@pytest.mark.parametrize("recipe_name", list(RECIPES))
+def test_recomputed_step_equals_the_plain_step(recipe_name, gen):
+    recipe = RECIPES[recipe_name]()
+    model = _model(gen)
+    for scale in (1.0, 2.0):  # a history for delayed scaling
+        with _region(recipe):
+            out = _two_layers(model, randn(gen, 12, 32, scale=scale))
+        out.sum().backward()
+    twin = copy.deepcopy(model)
+    model.zero_grad(set_to_none=True)
+    twin.zero_grad(set_to_none=True)
+    # Larger inputs than before: this step's boundary changes the scales.
+    x = randn(gen, 12, 32, scale=7.0).requires_grad_(True)
+    x_twin = x.detach().clone().requires_grad_(True)
+    dy = randn(gen, 12, 32)
+    with _region(recipe):
+        out = _two_layers(model, x)
+        forward_scales = [layer._fp8_state.scale_fwd for layer in model]
+        forward_scales = [None if s is None else s.clone() for s in forward_scales]
+    out.backward(dy)
+    if recipe_name == "delayed":  # the case a recomputation must not follow
+        assert not torch.equal(model[0]._fp8_state.scale_fwd, forward_scales[0]), \
+            "the boundary left the scales as they were: the test would not tell"
+    with _region(recipe):
+        out_twin = grouped_linear.activation_checkpoint(_two_layers, twin, x_twin)
+    out_twin.backward(dy)
+    assert torch.equal(out, out_twin)
+    assert torch.equal(x.grad, x_twin.grad), "dx differs"
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        assert torch.equal(p.grad, q.grad), f"grad of {name} differs"
+    for a, b in zip(_state(model), _state(twin)):
+        assert torch.equal(a, b), "the FP8 state differs after the step"
+
+
+def test_plain_checkpoint_after_the_region_is_refused_by_torch(gen):
+    """Why activation_checkpoint exists: torch.utils.checkpoint recomputes
+    outside the region, without FP8, and its check finds other saved tensors."""
+    model = _model(gen)
+    with _region(fp8.DelayedScaling()):
+        out = torch.utils.checkpoint.checkpoint(_two_layers, model, randn(gen, 12, 32),
+                                                use_reentrant=False)
+    with pytest.raises(torch.utils.checkpoint.CheckpointError):
+        out.sum().backward()
+
+
+def test_activation_checkpoint_refuses_what_it_does_not_do(gen):
+    model = _model(gen)
+    x = randn(gen, 12, 32)
+    with pytest.raises(ValueError, match="use_reentrant: got True, expected False"):
+        grouped_linear.activation_checkpoint(_two_layers, model, x, use_reentrant=True)
+    with pytest.raises(ValueError, match="context_fn is set by activation_checkpoint"):
+        grouped_linear.activation_checkpoint(_two_layers, model, x, context_fn=None)
