@@ -1,6 +1,6 @@
 """grouped_linear.activation_checkpoint: activation recomputation that runs
-the layers as their forward ran, FP8 included (CPU engine and FP8 emulation;
-the same code paths pick the CUDA kernels on a GPU).
+the layers as their forward ran, FP8 included, on every engine (the CPU
+engine and FP8 emulation in CI; the CUDA engines on a GPU).
 
 Checked against the same step without checkpointing, on a copy of the same
 model and FP8 state: output, every gradient and the FP8 state after the step
@@ -25,9 +25,9 @@ RECIPES = {"delayed": lambda: fp8.DelayedScaling(amax_history_len=4),
            "bf16": lambda: None}
 
 
-def _model(gen):
-    layers = torch.nn.ModuleList([grouped_linear.GroupedLinear(3, 32, 48),
-                                  grouped_linear.GroupedLinear(3, 48, 32)])
+def _model(gen, device="cpu"):
+    layers = torch.nn.ModuleList([grouped_linear.GroupedLinear(3, 32, 48, device=device),
+                                  grouped_linear.GroupedLinear(3, 48, 32, device=device)])
     for layer in layers:
         set_params(layer, gen)
     return layers
@@ -46,20 +46,20 @@ def _state(model):
 
 
 @pytest.mark.parametrize("recipe_name", list(RECIPES))
-def test_recomputed_step_equals_the_plain_step(recipe_name, gen):
+def test_recomputed_step_equals_the_plain_step(device, recipe_name, gen):
     recipe = RECIPES[recipe_name]()
-    model = _model(gen)
+    model = _model(gen, device)
     for scale in (1.0, 2.0):  # a history for delayed scaling
         with _region(recipe):
-            out = _two_layers(model, randn(gen, 12, 32, scale=scale))
+            out = _two_layers(model, randn(gen, 12, 32, scale=scale, device=device))
         out.sum().backward()
     twin = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)
     twin.zero_grad(set_to_none=True)
     # Larger inputs than before: this step's boundary changes the scales.
-    x = randn(gen, 12, 32, scale=7.0).requires_grad_(True)
+    x = randn(gen, 12, 32, scale=7.0, device=device).requires_grad_(True)
     x_twin = x.detach().clone().requires_grad_(True)
-    dy = randn(gen, 12, 32)
+    dy = randn(gen, 12, 32, device=device)
     with _region(recipe):
         out = _two_layers(model, x)
         forward_scales = [layer._fp8_state.scale_fwd for layer in model]
