@@ -1,6 +1,7 @@
 #include "torch_binding/fp8_state.h"
 
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/InferenceMode.h>
 
 #include <atomic>
 #include <mutex>
@@ -105,6 +106,10 @@ Fp8ModuleState::Fp8ModuleState(int64_t num_groups, std::string name)
 }
 
 void Fp8ModuleState::allocate_delayed(int64_t history_len, const at::Device& device) {
+  // The state outlives the call, like a parameter: never an inference tensor
+  // (a first FP8 call under torch.inference_mode would otherwise leave
+  // buffers that later in-place loads may not write).
+  c10::InferenceMode not_inference(false);
   const at::TensorOptions options = at::TensorOptions().dtype(at::kFloat).device(device);
   fwd_history_ = at::zeros({history_len, 1 + num_groups_}, options);
   fwd_scale_ = at::ones({1 + num_groups_}, options);
@@ -170,6 +175,7 @@ void Fp8ModuleState::begin_forward(const fp8::Recipe& recipe, const at::Device& 
   if (!delayed() || fwd_history_.size(0) != recipe.amax_history_len) {
     allocate_delayed(recipe.amax_history_len, device);
   } else if (fwd_history_.device() != device) {  // the module moved
+    c10::InferenceMode not_inference(false);
     fwd_history_ = fwd_history_.to(device);
     fwd_scale_ = fwd_scale_.to(device);
     fwd_scale_inv_ = fwd_scale_inv_.to(device);
@@ -284,7 +290,11 @@ void Fp8ModuleState::load_state_dict(const at::Tensor& state) {
     at_value += count;
     return part;
   };
-  const bool in_place = delayed() && fwd_history_.size(0) == history_len;
+  // (Not into inference tensors, which states made by other versions may
+  // hold: torch forbids writing them outside inference mode.)
+  const bool in_place =
+      delayed() && fwd_history_.size(0) == history_len && !fwd_history_.is_inference();
+  c10::InferenceMode not_inference(false);
   const auto assign = [&](at::Tensor& buffer, const at::Tensor& values, at::IntArrayRef shape) {
     if (in_place)
       buffer.view(-1).copy_(values);

@@ -500,6 +500,25 @@ def test_loading_fp8_state_writes_into_its_buffers(device, gen):
         assert torch.equal(getattr(state, name), getattr(longer._fp8_state, name)), name
 
 
+def test_fp8_state_made_under_inference_mode_takes_checkpoints(device, gen):
+    """A first FP8 call under torch.inference_mode makes ordinary buffers (as
+    parameters are), so a checkpoint loads into them in place afterwards."""
+    source = grouped_linear.GroupedLinear(3, 16, 16, device=device)
+    module = grouped_linear.GroupedLinear(3, 16, 16, device=device)
+    for m in (source, module):
+        set_params(m, gen)
+    with grouped_linear.autocast(recipe=fp8.DelayedScaling(amax_history_len=4)):
+        source(randn(gen, 12, 16, device=device, scale=3.0), [5, 0, 7])
+    with torch.inference_mode(), grouped_linear.autocast(
+            recipe=fp8.DelayedScaling(amax_history_len=4)):
+        module(randn(gen, 12, 16, device=device), [5, 0, 7])
+    history = module._fp8_state.amax_history_fwd
+    assert not history.is_inference()
+    module.load_state_dict(source.state_dict())
+    assert module._fp8_state.amax_history_fwd.data_ptr() == history.data_ptr()
+    assert torch.equal(module._fp8_state.scale_fwd, source._fp8_state.scale_fwd)
+
+
 def test_checkpoint_without_fp8_state_resets_it(device, gen):
     module = grouped_linear.GroupedLinear(2, 8, 8, device=device)
     set_params(module, gen)
