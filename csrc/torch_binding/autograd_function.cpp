@@ -162,7 +162,9 @@ namespace {
 void add_to_grad(const at::Tensor& param, const at::Tensor& grad, const char* name) {
   at::Tensor& current = param.mutable_grad();
   if (!current.defined()) {
-    current = grad;  // freshly allocated by the wgrad: no copy needed
+    // Freshly allocated by the wgrad: no copy needed, unless the forward ran
+    // in another dtype than the parameter's (torch.autocast).
+    current = grad.scalar_type() == param.scalar_type() ? grad : grad.to(param.scalar_type());
     return;
   }
   GL_CHECK_VALUE(current.sizes() == grad.sizes(), name, ".grad: shape ", current.sizes(),

@@ -18,6 +18,26 @@ _SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Bound once: the eager forward pays one call, no attribute lookups. True only
 # while torch.compile traces, when the forward goes through the dispatcher ops.
 _is_compiling = torch.compiler.is_compiling
+# Whether any torch.autocast (AMP) region is on: one cheap call where none is.
+_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", None)
+
+
+def _amp_dtype(inp: torch.Tensor) -> Optional[torch.dtype]:
+    """The dtype torch.autocast runs matmuls in on inp's device, or None
+    outside an AMP region: the module then computes in that dtype, as
+    torch.nn.Linear and Transformer Engine's modules do, the parameters cast
+    for the call (their gradients flow back in the parameters' dtype)."""
+    if _any_autocast is not None and not _any_autocast():
+        return None
+    device_type = inp.device.type
+    if not torch.is_autocast_enabled(device_type):
+        return None
+    dtype = torch.get_autocast_dtype(device_type)
+    return dtype if dtype in _SUPPORTED_DTYPES else None
+
+
+def _cast(t: Optional[torch.Tensor], dtype: Optional[torch.dtype]):
+    return t if t is None or dtype is None or t.dtype == dtype else t.to(dtype)
 
 
 def _resolve_device(device) -> torch.device:
@@ -247,15 +267,17 @@ class GroupedLinear(torch.nn.Module):
     def forward(self, inp: torch.Tensor, m_splits: Union[Sequence[int], torch.Tensor],
                 is_first_microbatch: Optional[bool] = None):
         main_grad = getattr(self.weight, "main_grad", None) if self.fuse_wgrad_accumulation else None
-        fused_bias = None if self.return_bias else self.bias
+        amp = _amp_dtype(inp)
+        inp, weight = _cast(inp, amp), _cast(self.weight, amp)
+        fused_bias = None if self.return_bias else _cast(self.bias, amp)
         if _is_compiling():  # dynamo cannot trace the pybind call
-            out = _compile.forward(self, inp, self.weight, fused_bias, m_splits,
-                                   is_first_microbatch)
+            out = _compile.forward(self, inp, weight, fused_bias, m_splits, is_first_microbatch)
         else:
-            out = _C.grouped_linear(inp, self.weight, fused_bias, m_splits, main_grad,
-                                    self._config, self._fp8_state, is_first_microbatch)
+            out = _C.grouped_linear(inp, weight, fused_bias, m_splits, main_grad, self._config,
+                                    self._fp8_state, is_first_microbatch)
         if self.return_bias:
-            return out, (list(self.bias.unbind(0)) if self.bias is not None else None)
+            bias = _cast(self.bias, amp)
+            return out, (list(bias.unbind(0)) if bias is not None else None)
         return out
 
     backward_dw = _backward_dw
@@ -352,14 +374,16 @@ class Linear(torch.nn.Module):
 
     def forward(self, inp: torch.Tensor, is_first_microbatch: Optional[bool] = None):
         main_grad = getattr(self.weight, "main_grad", None) if self.fuse_wgrad_accumulation else None
-        fused_bias = None if self.return_bias else self.bias
+        amp = _amp_dtype(inp)
+        inp, weight = _cast(inp, amp), _cast(self.weight, amp)
+        fused_bias = None if self.return_bias else _cast(self.bias, amp)
         if _is_compiling():
-            out = _compile.forward(self, inp, self.weight, fused_bias, None, is_first_microbatch)
+            out = _compile.forward(self, inp, weight, fused_bias, None, is_first_microbatch)
         else:
-            out = _C.linear(inp, self.weight, fused_bias, main_grad, self._config,
-                            self._fp8_state, is_first_microbatch)
+            out = _C.linear(inp, weight, fused_bias, main_grad, self._config, self._fp8_state,
+                            is_first_microbatch)
         if self.return_bias:
-            return out, self.bias
+            return out, _cast(self.bias, amp)
         return out
 
     backward_dw = _backward_dw
