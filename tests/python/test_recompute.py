@@ -79,6 +79,40 @@ def test_recomputed_step_equals_the_plain_step(device, recipe_name, gen):
         assert torch.equal(a, b), "the FP8 state differs after the step"
 
 
+def test_recomputation_on_another_thread_inside_the_region(gen):
+    """On CUDA the autograd engine runs backward, and so the recomputation, on
+    its own thread, possibly while the step's region (on the caller's thread)
+    still holds the layers' FP8 state: the recomputation must run there all
+    the same, and give the plain step's gradients. Backward is run from a
+    second thread here to do the same on the CPU."""
+    import threading
+    recipe = fp8.DelayedScaling(amax_history_len=4)
+    model = _model(gen)
+    twin = copy.deepcopy(model)
+    x = randn(gen, 12, 32).requires_grad_(True)
+    x_twin = x.detach().clone().requires_grad_(True)
+    dy = randn(gen, 12, 32)
+    errors = []
+
+    def backward(out):
+        try:
+            out.backward(dy)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    for module, inp, checkpointed in ((model, x, False), (twin, x_twin, True)):
+        with _region(recipe):
+            out = (grouped_linear.activation_checkpoint(_two_layers, module, inp) if checkpointed
+                   else _two_layers(module, inp))
+            worker = threading.Thread(target=backward, args=(out,))
+            worker.start()
+            worker.join()
+    assert not errors, errors
+    assert torch.equal(x.grad, x_twin.grad)
+    for p, q in zip(model.parameters(), twin.parameters()):
+        assert torch.equal(p.grad, q.grad)
+
+
 def test_plain_checkpoint_after_the_region_is_refused_by_torch(gen):
     """Why activation_checkpoint exists: torch.utils.checkpoint recomputes
     outside the region, without FP8, and its check finds other saved tensors."""
