@@ -98,19 +98,32 @@ def test_linear_return_bias_and_delayed_wgrad_under_amp(device, gen):
 
 
 def test_fp8_under_amp(device, gen):
-    """FP8 autocast inside AMP: the FP8 layer takes the bf16 operands, as
-    a bf16 module would, and its output is bf16."""
-    module = _module(device, gen)
-    reference = _by_hand(module)
-    x = randn(gen, 12, 32, device=device)
+    """FP8 autocast inside AMP: the input (and bias) in bf16, the float32
+    weight quantized from its own values (no bf16 copy, one rounding); the
+    output in bf16, dX and dW back in float32. Equal bits to the same module
+    fed bf16 input outside AMP (the FP8 path takes mixed dtypes)."""
+    module = _module(device, gen, bias=False)
+    twin = copy.deepcopy(module)
+    x = randn(gen, 12, 32, device=device).requires_grad_(True)
+    x_twin = x.detach().to(AMP).requires_grad_(True)
+    dy = randn(gen, 12, 16, dtype=AMP, device=device)
     recipe = fp8.DelayedScaling()
-    with torch.no_grad():
-        with torch.autocast(device_type=device, dtype=AMP), grouped_linear.autocast(recipe=recipe):
-            out = module(x, SPLITS)
-        with grouped_linear.autocast(recipe=recipe):
-            out_ref = reference(x.to(AMP), SPLITS)
-    assert out.dtype == AMP
-    assert torch.equal(out, out_ref)
+    with torch.autocast(device_type=device, dtype=AMP), grouped_linear.autocast(recipe=recipe):
+        out = module(x, SPLITS)
+    out.backward(dy)
+    with grouped_linear.autocast(recipe=recipe):
+        out_twin = twin(x_twin, SPLITS)
+    out_twin.backward(dy)
+    assert out.dtype == AMP and module.weight.grad.dtype == torch.float32
+    assert torch.equal(out, out_twin)
+    assert torch.equal(x.grad, x_twin.grad.float())
+    assert torch.equal(module.weight.grad, twin.weight.grad)
+    # With a bias: cast to the output's dtype, its gradient back in float32.
+    with_bias = _module(device, gen)
+    with torch.autocast(device_type=device, dtype=AMP), grouped_linear.autocast(recipe=recipe):
+        out = with_bias(x.detach(), SPLITS)
+    out.float().sum().backward()
+    assert out.dtype == AMP and with_bias.bias.grad.dtype == torch.float32
 
 
 def test_compiled_module_follows_amp_too(device, gen):

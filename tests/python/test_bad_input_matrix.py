@@ -184,9 +184,11 @@ CASES = [
     Case("inp_int32", "GroupedLinear", "none", "int32 input",
          lambda c: _fb(c.grouped, torch.ones(T, K, dtype=torch.int32, device=c.device), GOOD),
          TypeError, r"inp: dtype Int"),
-    Case("inp_bf16_weight_fp32_fp8", "GroupedLinear", "block", "bf16 input, fp32 weights",
+    # (The weights may be float32 under a bf16 input: they are quantized from
+    # their own values. The bias is added to the bf16 output.)
+    Case("inp_bf16_bias_fp32_fp8", "GroupedLinear", "block", "bf16 input, fp32 bias",
          lambda c: _fb(c.grouped, c.x(dtype=torch.bfloat16), GOOD), TypeError,
-         r"mixed dtypes: inp is BFloat16 but weight is Float"),
+         r"mixed dtypes: bias is Float but inp is BFloat16"),
     Case("inp_wrong_features_fp8", "GroupedLinear", "delayed", "input last dim 15, in_features 16",
          lambda c: _fb(c.grouped, c.x(k=K - 1), GOOD), ValueError, r"in_features = 16"),
     Case("inp_on_meta", "GroupedLinear", "none", "input on the meta device",

@@ -574,7 +574,7 @@ def _bad_fp8_calls(device, gen):
         (lambda: module(x.double(), [3, 3, 3]), TypeError,
          "inp: dtype Double is not supported under FP8 autocast"),
         (lambda: module(x.bfloat16(), [3, 3, 3]), TypeError,
-         "mixed dtypes: inp is BFloat16 but weight is Float"),
+         "mixed dtypes: bias is Float but inp is BFloat16"),
         (lambda: module(x, [3, 3, 4]), ValueError, r"m_splits: sums to 10"),
         (lambda: module(x, [3, 6]), ValueError, "m_splits: has 2 entries"),
         (lambda: module(x[:, :15], [3, 3, 3]), ValueError, "in_features = 16"),
