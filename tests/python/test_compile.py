@@ -233,3 +233,25 @@ def test_eager_forward_does_not_use_the_ops(device, monkeypatch):
     monkeypatch.setattr(_compile, "forward", fail)
     model = Model(device, True, torch.float32)
     model(torch.randn(sum(SPLITS), K, device=device), list(SPLITS))
+
+
+def test_torch_export(device):
+    """torch.export.export traces the modules into the registered ops (device
+    m_splits as a buffer), and the exported program computes what the model
+    does."""
+    class Routed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = Model(device, True, torch.float32)
+            self.register_buffer("splits", torch.tensor(SPLITS, device=device))
+
+        def forward(self, x):
+            return self.model(x, self.splits)
+
+    torch.manual_seed(0)
+    routed = Routed()
+    x = torch.randn(sum(SPLITS), K, device=device)
+    program = torch.export.export(routed, (x,))
+    assert "torch.ops.grouped_linear.forward" in program.graph_module.code
+    with torch.no_grad():
+        assert torch.equal(program.module()(x), routed(x))
