@@ -62,13 +62,17 @@ def test_graphed_call_joins_the_region_first(gen):
     assert graphs._fp8_states(lambda x: x) == []
 
 
-def test_make_graphed_callables_checks_its_fp8_arguments():
+def test_make_graphed_callables_checks_its_fp8_arguments(gen):
+    module = _module_after_one_step(gen)
+    sample = (randn(gen, 12, 16),)
     with pytest.raises(TypeError, match="fp8_enabled: got 1, expected a bool"):
-        grouped_linear.make_graphed_callables(torch.nn.Identity(), (torch.ones(1),),
-                                              fp8_enabled=1)
+        grouped_linear.make_graphed_callables(module, sample, fp8_enabled=1)
     with pytest.raises(ValueError, match="fp8_recipe is given but fp8_enabled is False"):
-        grouped_linear.make_graphed_callables(torch.nn.Identity(), (torch.ones(1),),
-                                              fp8_recipe=RECIPE)
+        grouped_linear.make_graphed_callables(module, sample, fp8_recipe=RECIPE)
+    # Refused before torch was called: the module is as it was and works.
+    assert "forward" not in vars(module), "the module's forward was replaced"
+    with grouped_linear.autocast(recipe=RECIPE):
+        assert module(sample[0], [5, 0, 7]).shape == (12, 16)
 
 
 def test_fp8_join_region_takes_modules_and_their_layers(gen):

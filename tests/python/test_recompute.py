@@ -131,3 +131,7 @@ def test_activation_checkpoint_refuses_what_it_does_not_do(gen):
         grouped_linear.activation_checkpoint(_two_layers, model, x, use_reentrant=True)
     with pytest.raises(ValueError, match="context_fn is set by activation_checkpoint"):
         grouped_linear.activation_checkpoint(_two_layers, model, x, context_fn=None)
+    # Refused before anything ran: the same call without the bad argument works.
+    x = x.requires_grad_(True)
+    grouped_linear.activation_checkpoint(_two_layers, model, x).sum().backward()
+    assert x.grad is not None and model[0].weight.grad is not None
