@@ -59,8 +59,9 @@ struct Fp8Weight {
 
 // Casts x [T, C] (float32 / float16 / bfloat16, unit column stride) into the
 // copies asked for; `state` as in quantize_ops.h (delayed: scale read, amax
-// recorded; current: may be null). With `dbias` defined ([G, C], float), the
-// per-group column sums of x are written there in the same pass.
+// recorded; current: may be null). With `dbias` defined ([G, C], any float
+// dtype), the per-group column sums of x (summed in fp32) are written there
+// in the same pass.
 Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits,
                                   const QuantizeSpec& spec, bool rowwise, bool columnwise,
                                   const fp8::ScaleState& state,

@@ -11,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -464,23 +465,28 @@ TEST_F(Fp8OpsCuda, WeightMatchesCpu) {
 }
 
 // A forward's two casts as one operation: one launch where both fit in one
-// wave (16-bit inputs), two otherwise (float32 inputs, and the last weight,
-// whose 600 tiles do not fit), with the bits of the two casts either way.
+// wave (16-bit inputs of one dtype), two otherwise (float32 inputs, X and W
+// of different dtypes as under torch.autocast, and the last weight, whose
+// 600 tiles do not fit), with the bits of the two casts either way.
 TEST_F(Fp8OpsCuda, ForwardOperandsMatchCpu) {
   const std::vector<ActivationSpec> xs = activation_specs();
   std::vector<WeightSpec> weights = weight_specs();
   weights.push_back({"ManyGroups", 150, 130, 129, 0});
   size_t i = 0;
-  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16})
+  using DTypes = std::pair<DType, DType>;  // X's, W's
+  for (const DTypes& dtypes :
+       {DTypes{DType::kFloat32, DType::kFloat32}, DTypes{DType::kFloat16, DType::kFloat16},
+        DTypes{DType::kBFloat16, DType::kBFloat16}, DTypes{DType::kBFloat16, DType::kFloat32},
+        DTypes{DType::kFloat16, DType::kFloat32}, DTypes{DType::kFloat32, DType::kBFloat16}})
     for (const KindVariant& v : kind_variants())
       for (const WeightSpec& spec : weights) {
-        ActivationCase a = activation(xs[i % xs.size()], dtype, v, kAllSplitsAt[i % 3]);
+        ActivationCase a = activation(xs[i % xs.size()], dtypes.first, v, kAllSplitsAt[i % 3]);
         a.columnwise = i % 2 == 0;
         a.with_dbias = false;
         a.make(rng_, Split::kRandomWithEmpty, /*specials=*/i % 4 == 1);
         WeightCase w;
         w.spec = spec;
-        w.dtype = dtype;
+        w.dtype = dtypes.second;
         apply_variant(w, v);
         w.columnwise = i % 3 != 0;
         w.make(rng_, /*specials=*/i % 4 == 3);

@@ -145,11 +145,59 @@ TEST(Sm90KernelSelection, BlockScaledKernelsOnlyForBlockScales) {
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform),
             "forward_e4m3_bf16_halfcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kF32, uniform), "wgrad_e4m3_to_fp32_coop128x128");
-  // No E5M2 forward, no E5M2 weights, no fp16 output, no 16-bit operands.
+  // No E5M2 forward, no E5M2 weights, no 16-bit operands.
   EXPECT_EQ(pick_fp8(Role::kForward, kE5, kE4, kBf16, uniform, true), "none");
   EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE5, kBf16, uniform, true), "none");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, DType::kFloat16, uniform, true), "none");
   EXPECT_EQ(pick_fp8(Role::kForward, kBf16, kBf16, kBf16, uniform, true), "none");
+}
+
+// FP8 layers whose activations (forward, dgrad) or weights (wgrad) are fp16
+// or fp32 get kernels with that output, per-tensor and blockwise, for both
+// gradient formats: one promoting kernel each, on the bf16 kernel's tile,
+// also where the recipe allows fast accumulation.
+TEST(Sm90KernelSelection, Fp8KernelsForEveryOutputDtype) {
+  constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2;
+  constexpr DType kF16 = DType::kFloat16, kF32 = DType::kFloat32;
+  for (const auto& sizes : {std::vector<int64_t>(8, 2048), skewed(128), std::vector<int64_t>{0}})
+    for (const bool fast : {false, true}) {
+      EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kF16, sizes, false, fast),
+                "forward_e4m3_fp16_halfcoop128x256");
+      EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kF32, sizes, false, fast),
+                "forward_e4m3_fp32_halfcoop128x256");
+      EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kF16, sizes, false, fast),
+                "dgrad_e5m2_fp16_halfcoop128x256");
+      EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kF32, sizes, false, fast),
+                "dgrad_e5m2_fp32_halfcoop128x256");
+      EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kF16, sizes, false, fast),
+                "dgrad_e4m3_fp16_coop128x128");
+      EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kF32, sizes, false, fast),
+                "dgrad_e4m3_fp32_coop128x128");
+      EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF16, sizes, false, fast),
+                "wgrad_e5m2_fp16_halfcoop128x256_widestore");
+      EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kF16, sizes, false, fast),
+                "wgrad_e4m3_fp16_coop128x128");
+      // float32 weights: the main_grad kernels, which also overwrite (beta = 0).
+      EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF32, sizes, false, fast),
+                "wgrad_e5m2_to_fp32_halfcoop128x256");
+      for (const DType out : {kF16, kF32}) {
+        const std::string o = out == kF16 ? "fp16" : "fp32";
+        EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, out, sizes, true, fast),
+                  "forward_e4m3_" + o + "_block_coop128x128");
+        EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, out, sizes, true, fast),
+                  "dgrad_e5m2_" + o + "_block_coop128x128");
+        EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, out, sizes, true, fast),
+                  "dgrad_e4m3_" + o + "_block_coop128x128");
+      }
+      EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF16, sizes, true, fast),
+                "wgrad_e5m2_fp16_block_coop128x128_widestore");
+      EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kF16, sizes, true, fast),
+                "wgrad_e4m3_fp16_block_coop128x128_widestore");
+    }
+  // The E5M2 fp16 wgrad stores wide and reads no C, so adding into an fp16
+  // buffer is emulated (never a module's case: main_grad is float32).
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF16, std::vector<int64_t>(8, 2048), false, false,
+                     /*accumulate=*/true),
+            "none");
 }
 
 TEST(Sm90KernelSelection, OverrideKeepsPerTensorAndBlockScalingApart) {
@@ -231,7 +279,8 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
             "wgrad_e5m2_to_fp32_halfcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true, true),
             "forward_e4m3_bf16_block_coop128x128");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, DType::kFloat16, uniform, false, true), "none");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, DType::kFloat16, uniform, false, true),
+            "forward_e4m3_fp16_halfcoop128x256");
 }
 
 // Tuning builds (GL_SM90_TUNING, which scripts/test.sh sets) list the
@@ -310,6 +359,13 @@ TEST(Sm90KernelSelection, NamesAreUniqueAndDescribeTheKernel) {
     EXPECT_EQ(kernels[i].fast_accumulation, name.find("_fast") != std::string::npos) << name;
     if (kernels[i].role != Role::kForward)  // the forward has a bias epilogue, no C
       EXPECT_EQ(kernels[i].reads_source, name.find("_widestore") == std::string::npos) << name;
+    // FP8 kernels: role_format_output_..., "to_fp32" for the main_grad wgrads.
+    if (kernels[i].input == DType::kFloat8E4M3 || kernels[i].input == DType::kFloat8E5M2) {
+      const std::string output = kernels[i].output == DType::kBFloat16  ? "_bf16_"
+                                 : kernels[i].output == DType::kFloat16 ? "_fp16_"
+                                                                        : "_fp32_";
+      EXPECT_NE(name.find(output), std::string::npos) << name;
+    }
     for (size_t j = i + 1; j < kernels.size(); ++j) EXPECT_NE(name, kernels[j].name);
   }
 }

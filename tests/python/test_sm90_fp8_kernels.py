@@ -5,12 +5,15 @@ layouts of core/fp8/fp8_tensor.h (row-wise, each W_g transposed, and the
 group-aligned column-wise copies), independently of the quantize kernels.
 Per-tensor kernels get per-tensor scales, "_block_" kernels blockwise ones
 (Float8BlockScaling: 1x128 blocks of activations and gradients, 128x128 of
-weights). The CTAs walk the tiles along M and along N (tile_order).
+weights). The CTAs walk the tiles along M and along N (tile_order). Each
+kernel writes the output its name gives (bf16, fp16, fp32; "to_fp32": the
+wgrads that also accumulate into main_grad) into a NaN-poisoned buffer with
+NaN guard rows (groups, for wgrad) before and after it, which must stay NaN.
 
 Tolerance: products of FP8 codes are exact in fp32 and the kernels sum in
 fp32 (CUTLASS's FP8 mainloop promotes its tensor-core partial sums into fp32
 registers every few k-blocks), so the error is the output's rounding: the
-bf16 tolerance for bf16 outputs. For fp32 outputs (main_grad) the bound is
+bf16 and fp16 tolerances for those outputs. For fp32 outputs the bound is
 3e-4: inside one 128-deep k-block (4 wgmma instructions, before each
 promotion into fp32 registers) the tensor core adds FP8 products at a
 reduced accumulator width (about 13 mantissa bits), so the error is about
@@ -26,6 +29,12 @@ For bf16 outputs they are held to the same bf16 tolerance (norm-wise, as
 everywhere here), also over a reduction of 8192, the longest at which the
 benchmark shapes run them (test_fast_accumulation_over_long_reductions)."""
 
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
@@ -38,6 +47,35 @@ ENGINE = "sm90_grouped"
 FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 FP8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
 GROUP_ALIGN = grouped_linear._C.fp8.GROUP_ALIGN  # group starts of column-wise copies
+OUT_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+              "to": torch.float32}
+FP32_OUT_TOLERANCE = 3e-4  # the tensor core's accumulation width within a k-block (above)
+GUARD = 2  # NaN rows (wgrad: groups) on each side of an output
+
+
+def out_dtype(kernel):
+    """The output dtype a kernel's name gives: role_format_OUT_..."""
+    return OUT_DTYPES[kernel.split("_")[2]]
+
+
+def out_tolerance(dtype):
+    return FP32_OUT_TOLERANCE if dtype == torch.float32 else None
+
+
+def guarded_output(shape, dtype):
+    """A NaN-filled output of `shape` inside a buffer with GUARD NaN slices
+    before and after it along dim 0 (16-byte aligned for every shape here);
+    returns (out, guards_intact)."""
+    buf = torch.full((shape[0] + 2 * GUARD, *shape[1:]), float("nan"), dtype=dtype, device="cuda")
+    out = buf[GUARD:GUARD + shape[0]]
+    assert out.is_contiguous() and out.data_ptr() % 16 == 0
+    return out, lambda: bool(buf[:GUARD].isnan().all() and buf[GUARD + shape[0]:].isnan().all())
+
+
+def check_output(kernel, out, guards_intact, ref, what=""):
+    dtype = out.dtype
+    assert_close_rel(out, ref, dtype, f"{kernel}{what}", tol=out_tolerance(dtype))
+    assert guards_intact(), f"{kernel}{what}: wrote outside its output"
 
 
 def _fp8_kernels(block_scaled):
@@ -130,19 +168,18 @@ def test_fp8_kernel_matches_reference(kernel, case, device_splits, tile_order, g
     groups, rows, k, n = case
     splits = make_splits(gen, rows, groups, "random_with_zeros")
     m_splits = torch.tensor(splits, device="cuda") if device_splits else splits
+    dtype = out_dtype(kernel)
     if role == "forward":
         x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
         sx, sw = scales(gen, 1), scales(gen, groups)
-        bias = torch.randn(groups, n, generator=gen).to("cuda", torch.bfloat16)
         ref = torch.empty(rows, n, dtype=torch.float64)
         row = 0
         for g, m in enumerate(splits):
-            ref[row:row + m] = (f64(x[row:row + m], sx) @ f64(w[g], sw[g]).T
-                                + bias[g].to("cpu", torch.float64))
+            ref[row:row + m] = f64(x[row:row + m], sx) @ f64(w[g], sw[g]).T
             row += m
-        out = torch.full((rows, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        ops.fp8_forward(x, sx, w, sw, bias, m_splits, out=out, engine=ENGINE)
-        assert_close_rel(out, ref, torch.bfloat16, kernel)
+        check_forward(kernel, ref, splits, gen,
+                      lambda bias, out: ops.fp8_forward(x, sx, w, sw, bias, m_splits, out=out,
+                                                        engine=ENGINE))
     elif role == "dgrad":
         dy, w = codes(gen, (rows, n), a_fmt), codes(gen, (groups, n, k), "e4m3")
         sdy, sw = scales(gen, 1), scales(gen, groups)
@@ -152,9 +189,9 @@ def test_fp8_kernel_matches_reference(kernel, case, device_splits, tile_order, g
         for g, m in enumerate(splits):
             ref[row:row + m] = f64(dy[row:row + m], sdy) @ f64(w[g], sw[g])
             row += m
-        out = torch.full((rows, k), float("nan"), dtype=torch.bfloat16, device="cuda")
+        out, guards_intact = guarded_output((rows, k), dtype)
         ops.fp8_dgrad(dy, sdy, w_t, sw, m_splits, out=out, engine=ENGINE)
-        assert_close_rel(out, ref, torch.bfloat16, kernel)
+        check_output(kernel, out, guards_intact, ref)
     else:
         dy, x = codes(gen, (rows, n), a_fmt), codes(gen, (rows, k), "e4m3")
         sdy, sx = scales(gen, 1), scales(gen, 1)
@@ -168,33 +205,57 @@ def test_fp8_kernel_matches_reference(kernel, case, device_splits, tile_order, g
                                                         engine=ENGINE), ref, splits, gen)
 
 
+def check_forward(kernel, ref, splits, gen, forward):
+    """Runs `forward(bias, out)` without and with a bias (in the output's
+    dtype) into a guarded NaN-poisoned output, against the float64 `ref`
+    [T, N] of the product alone."""
+    dtype = out_dtype(kernel)
+    groups, (rows, n) = len(splits), ref.shape
+    bias = torch.randn(groups, n, generator=gen).to("cuda", dtype)
+    with_bias = ref.clone()
+    row = 0
+    for g, m in enumerate(splits):
+        with_bias[row:row + m] += bias[g].to("cpu", torch.float64)
+        row += m
+    for b, expected, what in ((None, ref, " without bias"), (bias, with_bias, " with bias")):
+        out, guards_intact = guarded_output((rows, n), dtype)
+        forward(b, out)
+        check_output(kernel, out, guards_intact, expected, what)
+
+
 def check_wgrad(kernel, wgrad, ref, splits, gen):
-    """Runs `wgrad(out=..., accumulate=...)` as the kernel's output asks and
-    checks it against the float64 `ref` [G, N, K]: fp32 kernels accumulate
-    into a random main_grad (empty groups leave it unchanged), bf16 ones
-    write a NaN-poisoned output (empty groups exactly zero)."""
+    """Runs `wgrad(out=..., accumulate=...)` as the kernel's output allows and
+    checks it against the float64 `ref` [G, N, K]: every kernel writes a
+    guarded NaN-poisoned output (empty groups exactly zero); the "to_fp32"
+    ones also accumulate into a random main_grad (empty groups leave it
+    unchanged)."""
+    out, guards_intact = guarded_output(tuple(ref.shape), out_dtype(kernel))
+    wgrad(out=out, accumulate=False)
+    check_output(kernel, out, guards_intact, ref)
+    for g, m in enumerate(splits):
+        if m == 0:
+            assert torch.count_nonzero(out[g]) == 0, f"{kernel}: empty group {g} not zero"
     if "to_fp32" in kernel:
         prior = torch.randn(*ref.shape, generator=gen).to("cuda")
         buffer = prior.clone()
         wgrad(out=buffer, accumulate=True)
         assert_close_rel(buffer, prior.to("cpu", torch.float64) + ref, torch.float32, kernel,
-                         tol=3e-4)
+                         tol=FP32_OUT_TOLERANCE)
         for g, m in enumerate(splits):
             if m == 0:
                 assert torch.equal(buffer[g], prior[g]), f"{kernel}: empty group {g} changed"
-    else:
-        out = torch.full(ref.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
-        wgrad(out=out, accumulate=False)
-        assert_close_rel(out, ref, torch.bfloat16, kernel)
-        for g, m in enumerate(splits):
-            if m == 0:
-                assert torch.count_nonzero(out[g]) == 0, f"{kernel}: empty group {g} not zero"
 
 
+OUTPUTS = [torch.bfloat16, torch.float16, torch.float32]
+OUTPUT_IDS = ["bf16", "fp16", "fp32"]
+
+
+@pytest.mark.parametrize("dtype", OUTPUTS, ids=OUTPUT_IDS)
 @pytest.mark.parametrize("role", ["forward", "dgrad", "wgrad"])
-def test_fp8_kernels_agree_with_emulation(role, gen):
-    """The engine's FP8 kernels and the dequantize-then-float32 emulation give
-    the same products (both within bf16 rounding of the float64 values)."""
+def test_fp8_kernels_agree_with_emulation(role, dtype, gen):
+    """The engine's FP8 kernels (its automatic choice for each output dtype)
+    and the dequantize-then-float32 emulation give the same products (both
+    within the output's rounding of the float64 values)."""
     if not _sm90_available():
         pytest.skip("needs an sm_90 GPU")
     groups, rows, k, n = 5, 333, 96, 160
@@ -202,19 +263,24 @@ def test_fp8_kernels_agree_with_emulation(role, gen):
     if role == "forward":
         x, w, sx, sw = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3"), \
             scales(gen, 1), scales(gen, groups)
-        run = lambda engine: ops.fp8_forward(x, sx, w, sw, None, splits, engine=engine)
+        run = lambda engine: ops.fp8_forward(x, sx, w, sw, None, splits, out_dtype=dtype,
+                                             engine=engine)
     elif role == "dgrad":
         dy, w, s1, sw = codes(gen, (rows, n), "e5m2"), codes(gen, (groups, n, k), "e4m3"), \
             scales(gen, 1), scales(gen, groups)
         w_t = w.float().transpose(1, 2).contiguous().to(w.dtype)
-        run = lambda engine: ops.fp8_dgrad(dy, s1, w_t, sw, splits, engine=engine)
+        run = lambda engine: ops.fp8_dgrad(dy, s1, w_t, sw, splits, out_dtype=dtype,
+                                           engine=engine)
     else:
         dy, x, s1, s2 = codes(gen, (rows, n), "e5m2"), codes(gen, (rows, k), "e4m3"), \
             scales(gen, 1), scales(gen, 1)
         dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
-        run = lambda engine: ops.fp8_wgrad(dy_t, s1, x_t, s2, splits, rows, engine=engine)
+        run = lambda engine: ops.fp8_wgrad(dy_t, s1, x_t, s2, splits, rows, out_dtype=dtype,
+                                           engine=engine)
     kernels, emulated = run(ENGINE), run("emulate")
-    assert_close_rel(kernels, emulated.double(), torch.bfloat16, f"{role}: kernels vs emulation")
+    assert kernels.dtype == dtype
+    assert_close_rel(kernels, emulated.double(), dtype, f"{role}: kernels vs emulation",
+                     tol=out_tolerance(dtype))
 
 
 def test_fast_accumulation_over_long_reductions(fast_kernel, gen):
@@ -404,15 +470,10 @@ def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits
         x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
         sx = block_scales(gen, (rows, cdiv(k, BLOCK)))
         sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
-        bias = torch.randn(groups, n, generator=gen).to("cuda", torch.bfloat16)
         ref = grouped_reference(role, dequant_rows(x, sx), dequant_weight(w, sw), splits, groups)
-        row = 0
-        for g, m in enumerate(splits):
-            ref[row:row + m] += bias[g].to("cpu", torch.float64)
-            row += m
-        out = torch.full((rows, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-        ops.fp8_forward(x, sx, w, sw, bias, m_splits, out=out, engine=ENGINE)
-        assert_close_rel(out, ref, torch.bfloat16, kernel)
+        check_forward(kernel, ref, splits, gen,
+                      lambda bias, out: ops.fp8_forward(x, sx, w, sw, bias, m_splits, out=out,
+                                                        engine=ENGINE))
     elif role == "dgrad":
         dy, w = codes(gen, (rows, n), a_fmt), codes(gen, (groups, n, k), "e4m3")
         sdy = block_scales(gen, (rows, cdiv(n, BLOCK)))
@@ -421,9 +482,9 @@ def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits
         w_t = w.float().transpose(1, 2).contiguous().to(w.dtype)
         sw_t = sw.transpose(1, 2).contiguous()
         ref = grouped_reference(role, dequant_rows(dy, sdy), dequant_weight(w, sw), splits, groups)
-        out = torch.full((rows, k), float("nan"), dtype=torch.bfloat16, device="cuda")
+        out, guards_intact = guarded_output((rows, k), out_dtype(kernel))
         ops.fp8_dgrad(dy, sdy, w_t, sw_t, m_splits, out=out, engine=ENGINE)
-        assert_close_rel(out, ref, torch.bfloat16, kernel)
+        check_output(kernel, out, guards_intact, ref)
     else:
         dy, x = codes(gen, (rows, n), a_fmt), codes(gen, (rows, k), "e4m3")
         sdy, sx = column_block_scales(gen, n, splits), column_block_scales(gen, k, splits)
@@ -436,14 +497,16 @@ def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits
                                                         engine=ENGINE), ref, splits, gen)
 
 
-def _block_operands(role, gen, groups, rows, k, n, splits):
-    """(run(engine), float64 reference) for one blockwise-scaled product."""
+def _block_operands(role, gen, groups, rows, k, n, splits, dtype=torch.bfloat16):
+    """(run(engine), float64 reference) for one blockwise-scaled product with
+    a `dtype` output."""
     if role == "forward":
         x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
         sx = block_scales(gen, (rows, cdiv(k, BLOCK)))
         sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
         ref = grouped_reference(role, dequant_rows(x, sx), dequant_weight(w, sw), splits, groups)
-        return (lambda engine: ops.fp8_forward(x, sx, w, sw, None, splits, engine=engine)), ref
+        return (lambda engine: ops.fp8_forward(x, sx, w, sw, None, splits, out_dtype=dtype,
+                                               engine=engine)), ref
     if role == "dgrad":
         dy, w = codes(gen, (rows, n), "e5m2"), codes(gen, (groups, n, k), "e4m3")
         sdy = block_scales(gen, (rows, cdiv(n, BLOCK)))
@@ -451,27 +514,33 @@ def _block_operands(role, gen, groups, rows, k, n, splits):
         w_t = w.float().transpose(1, 2).contiguous().to(w.dtype)
         sw_t = sw.transpose(1, 2).contiguous()
         ref = grouped_reference(role, dequant_rows(dy, sdy), dequant_weight(w, sw), splits, groups)
-        return (lambda engine: ops.fp8_dgrad(dy, sdy, w_t, sw_t, splits, engine=engine)), ref
+        return (lambda engine: ops.fp8_dgrad(dy, sdy, w_t, sw_t, splits, out_dtype=dtype,
+                                             engine=engine)), ref
     dy, x = codes(gen, (rows, n), "e5m2"), codes(gen, (rows, k), "e4m3")
     sdy, sx = column_block_scales(gen, n, splits), column_block_scales(gen, k, splits)
     ref = grouped_reference(role, dequant_columnwise(dy, sdy, splits),
                             dequant_columnwise(x, sx, splits), splits, groups)
     dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
-    return (lambda engine: ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, rows, engine=engine)), ref
+    return (lambda engine: ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, rows, out_dtype=dtype,
+                                         engine=engine)), ref
 
 
+@pytest.mark.parametrize("dtype", OUTPUTS, ids=OUTPUT_IDS)
 @pytest.mark.parametrize("role", ["forward", "dgrad", "wgrad"])
-def test_block_scaled_kernels_agree_with_emulation(role, gen):
+def test_block_scaled_kernels_agree_with_emulation(role, dtype, gen):
     """With block scales the engine picks its block-scaled kernels on its own
-    (no override), and they agree with the dequantize-then-float32 emulation."""
+    (no override), for each output dtype, and they agree with the
+    dequantize-then-float32 emulation."""
     if not _sm90_available():
         pytest.skip("needs an sm_90 GPU")
     groups, rows, k, n = 5, 333, 96, 160
     splits = make_splits(gen, rows, groups, "random_with_zeros")
-    run, ref = _block_operands(role, gen, groups, rows, k, n, splits)
+    run, ref = _block_operands(role, gen, groups, rows, k, n, splits, dtype)
     kernels, emulated = run(ENGINE), run("emulate")
-    assert_close_rel(kernels, ref, torch.bfloat16, f"{role}: kernels vs float64")
-    assert_close_rel(kernels, emulated.double(), torch.bfloat16, f"{role}: kernels vs emulation")
+    assert kernels.dtype == dtype
+    tol = out_tolerance(dtype)
+    assert_close_rel(kernels, ref, dtype, f"{role}: kernels vs float64", tol=tol)
+    assert_close_rel(kernels, emulated.double(), dtype, f"{role}: kernels vs emulation", tol=tol)
 
 
 @pytest.mark.parametrize("role", ["forward", "dgrad", "wgrad"])
@@ -499,3 +568,43 @@ def test_mixed_scaling_is_emulated(gen):
     ref = grouped_reference("forward", dequant_rows(x, sx), wd, splits, groups)
     out = ops.fp8_forward(x, sx, w, sw, None, splits, engine=ENGINE)
     assert_close_rel(out, ref, torch.bfloat16, "fwd: block x per-tensor")
+
+
+# ---- which kernels a layer's step runs, by its dtype --------------------------
+
+_STEP_SCRIPT = textwrap.dedent("""
+    import sys, torch, grouped_linear as gl
+    from grouped_linear import fp8
+    dtype = getattr(torch, sys.argv[1])
+    recipe = {"delayed": fp8.DelayedScaling(), "current": fp8.Float8CurrentScaling(),
+              "block": fp8.Float8BlockScaling()}[sys.argv[2]]
+    m = gl.GroupedLinear(4, 256, 384, bias=True, params_dtype=dtype, device="cuda")
+    x = torch.randn(700, 256, dtype=dtype, device="cuda", requires_grad=True)
+    with gl.autocast(recipe=recipe):
+        y = m(x, [300, 0, 256, 144])
+    y.float().square().sum().backward()
+    torch.cuda.synchronize()
+    assert y.dtype == x.grad.dtype == m.weight.grad.dtype == m.bias.grad.dtype == dtype
+""")
+
+
+@pytest.mark.parametrize("recipe", ["delayed", "current", "block"])
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_fp16_and_fp32_layers_run_fp8_kernels(dtype, recipe):
+    """An FP8 training step of an fp16 or fp32 layer runs the engine's FP8
+    kernels for that output dtype in all three roles, not the float32
+    emulation (the engine's choices, from GROUPED_LINEAR_LOG_LEVEL=info, read
+    once per process, hence a subprocess)."""
+    if not _sm90_available():
+        pytest.skip("needs an sm_90 GPU")
+    env = dict(os.environ, GROUPED_LINEAR_LOG_LEVEL="info")
+    proc = subprocess.run([sys.executable, "-c", _STEP_SCRIPT, dtype, recipe],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    log = proc.stderr
+    assert "running the emulation" not in log, log
+    out = {"float16": "fp16", "float32": "(fp32|to_fp32)"}[dtype]
+    block = "_block" if recipe == "block" else ""
+    for role in ("forward", "dgrad", "wgrad"):
+        pattern = rf"{role}: FP8 sm90_grouped kernel {role}_e[45]m[23]_{out}{block}_"
+        assert re.search(pattern, log), f"no {pattern!r} in the log:\n{log}"

@@ -1,6 +1,10 @@
 // Every kernel instantiation, as an X-macro list. FP8 kernels are named
-// by A's format (dY for dgrad/wgrad: E5M2 under HYBRID); B is always E4M3;
-// "_block_" kernels take blockwise scales (Float8BlockScaling). Each is
+// by A's format (dY for dgrad/wgrad: E5M2 under HYBRID) and their output
+// (bf16, fp16, fp32; "to_fp32": the wgrads that also accumulate into a
+// float32 main_grad); B is always E4M3; "_block_" kernels take blockwise
+// scales (Float8BlockScaling). The fp16 and fp32 outputs have one promoting
+// kernel per role and scaling, bf16's tile, for layers whose activations
+// (or, for wgrad, weights) are in that dtype. Each is
 // defined in its own .cu file named after it (kernels/ always, tuning/ only
 // in tuning builds: -DGL_SM90_TUNING=ON) so that they compile in parallel.
 #pragma once
@@ -47,7 +51,23 @@
   X(dgrad_e5m2_bf16_fastcoop128x256)             \
   X(dgrad_e5m2_bf16_fastping64x256)              \
   X(wgrad_e5m2_bf16_fastcoop256x128_widestore)   \
-  X(wgrad_e5m2_bf16_fastcoop256x128)
+  X(wgrad_e5m2_bf16_fastcoop256x128)             \
+  X(forward_e4m3_fp16_halfcoop128x256)           \
+  X(forward_e4m3_fp32_halfcoop128x256)           \
+  X(dgrad_e5m2_fp16_halfcoop128x256)             \
+  X(dgrad_e5m2_fp32_halfcoop128x256)             \
+  X(dgrad_e4m3_fp16_coop128x128)                 \
+  X(dgrad_e4m3_fp32_coop128x128)                 \
+  X(wgrad_e5m2_fp16_halfcoop128x256_widestore)   \
+  X(wgrad_e4m3_fp16_coop128x128)                 \
+  X(forward_e4m3_fp16_block_coop128x128)         \
+  X(forward_e4m3_fp32_block_coop128x128)         \
+  X(dgrad_e5m2_fp16_block_coop128x128)           \
+  X(dgrad_e5m2_fp32_block_coop128x128)           \
+  X(dgrad_e4m3_fp16_block_coop128x128)           \
+  X(dgrad_e4m3_fp32_block_coop128x128)           \
+  X(wgrad_e5m2_fp16_block_coop128x128_widestore) \
+  X(wgrad_e4m3_fp16_block_coop128x128_widestore)
 
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;

@@ -1,0 +1,5 @@
+#include "core/cuda/sm90/kernel_configs.cuh"
+
+// wgrad_e4m3_bf16_coop128x128 with an fp16 output, for fp16 weights.
+GL_SM90_KERNEL_AB(wgrad_e4m3_fp16_coop128x128, kWgrad, cutlass::float_e4m3_t, cutlass::float_e4m3_t,
+                  cutlass::half_t, Fp8Coop128x128)
