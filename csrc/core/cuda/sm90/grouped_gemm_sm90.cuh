@@ -483,8 +483,13 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
   // The GEMM reads the arrays with ordinary loads after the barrier, which
   // the barrier alone orders. The GPU-scope and async-proxy fences stay as a
   // guard: no async-proxy reader (TMA) may see the workspace's old bytes.
+  // The scan's scratch is the start of the mainloop's shared buffers, which
+  // TMA (the async proxy) writes next: PTX orders generic-proxy accesses
+  // before async-proxy ones to the same shared memory only through a proxy
+  // fence, so each thread fences its own reads and writes before the barrier.
   __threadfence();
   asm volatile("fence.proxy.async.global;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
 }
 
