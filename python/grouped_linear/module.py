@@ -7,7 +7,7 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 from torch.nn import Parameter
 
-from . import _C, _compile
+from . import _C, _compile, fp8
 from .checkpoint import fill_missing_extra_state, load_per_expert, save_per_expert
 
 # Transformer Engine's default weight init (normal, std 0.023); bias zeros.
@@ -40,11 +40,20 @@ def _cast(t: Optional[torch.Tensor], dtype: Optional[torch.dtype]):
     return t if t is None or dtype is None or t.dtype == dtype else t.to(dtype)
 
 
+def _fp8_on() -> bool:
+    # While dynamo traces, the recipe comes from fp8._compile_stack (guarded
+    # on), as in _compile.forward; eagerly from the C++ autocast state.
+    if _is_compiling():
+        return bool(fp8._compile_stack) and fp8._compile_stack[-1] is not None
+    return _C.fp8.autocast_enabled()
+
+
 def _cast_weight(weight: torch.Tensor, dtype: Optional[torch.dtype]) -> torch.Tensor:
-    """The weight for an AMP call: under FP8 autocast (eager) as it is, since
-    the FP8 path quantizes it from its own dtype (no cast copy of G*N*K
-    values each call, one rounding instead of two), else cast."""
-    if dtype is None or (not _is_compiling() and _C.fp8.autocast_enabled()):
+    """The weight for an AMP call: under FP8 autocast as it is, since the FP8
+    path quantizes it from its own dtype (no cast copy of G*N*K values each
+    call, one rounding instead of two), else cast. Compiled and eager calls
+    alike, so they give the same bits."""
+    if dtype is None or _fp8_on():
         return weight
     return _cast(weight, dtype)
 

@@ -255,3 +255,25 @@ def test_torch_export(device):
     assert "torch.ops.grouped_linear.forward" in program.graph_module.code
     with torch.no_grad():
         assert torch.equal(program.module()(x), routed(x))
+
+
+@pytest.mark.parametrize("recipe_name", list(RECIPES))
+def test_compile_fp8_under_amp_matches_eager(device, recipe_name):
+    """FP8 inside torch.autocast: compiled and eager quantize the float32
+    weights from their own values (one rounding, no bf16 copy), so they give
+    the same bits: output and input gradient in bf16, weight and bias
+    gradients in float32, and delayed scaling's state after the step."""
+    eager, compiled_model, compiled = _pair(device, True, torch.float32, "aot_eager")
+    x = torch.randn(sum(SPLITS), K, device=device)
+    for step in range(2):
+        with torch.autocast(device_type=device, dtype=torch.bfloat16):
+            with gl.autocast(recipe=RECIPES[recipe_name]()):
+                want = _step(eager, x * (step + 1), list(SPLITS))
+            with gl.autocast(recipe=RECIPES[recipe_name]()):
+                got = _step(compiled, x * (step + 1), list(SPLITS))
+        assert [t.dtype for t in got] == [torch.bfloat16, torch.float32] + [torch.float32] * 4
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and torch.equal(g, w), _rel(g, w)
+        if recipe_name == "delayed":
+            for g, w in zip(_fp8_state(compiled_model), _fp8_state(eager)):
+                assert torch.equal(g, w)
