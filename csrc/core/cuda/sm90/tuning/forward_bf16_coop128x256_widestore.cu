@@ -1,7 +1,9 @@
 #include "core/cuda/sm90/kernel_configs.cuh"
 
 namespace grouped_linear::cuda::sm90 {
-// 128x128 pieces: a 128x256 piece's staging would leave one mainloop stage.
+// 128x128 pieces, both staged (CUTLASS stages min(pieces, 2)): one 128x256
+// piece takes the same 64 KiB as a single buffer, so a tile's store would
+// wait for the previous tile's to leave shared memory.
 using Coop128x256WideStore = WideStoreConfig<Coop128x256, 128>;
 }  // namespace grouped_linear::cuda::sm90
 
