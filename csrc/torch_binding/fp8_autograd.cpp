@@ -45,23 +45,7 @@ void check_inputs(const at::Tensor& inp, const at::Tensor& w, const at::Tensor& 
                  "GroupedLinear / Linear, or pass a grouped_linear._C.fp8.ModuleState");
   GL_CHECK_VALUE(call.state->num_groups() == w.size(0), "fp8_state: made for ",
                  call.state->num_groups(), " groups, but weight has ", w.size(0));
-  // The weight may differ from the input in dtype (a float32 parameter under
-  // torch.autocast): it is quantized from its own values, and the output and
-  // dX take the input's dtype, dW the weight's.
-  check_dtype(inp, "inp");
-  check_dtype(w, "weight");
-  check_device(inp, "inp", w, "weight");
-  GL_CHECK_VALUE(inp.device().is_cpu() || inp.device().is_cuda(), "inp: device ",
-                 inp.device().str(), " is not supported; expected cpu or cuda");
-  if (bias.defined()) {
-    GL_CHECK_TYPE(bias.scalar_type() == inp.scalar_type(), "mixed dtypes: bias is ",
-                  c10::toString(bias.scalar_type()), " but inp is ",
-                  c10::toString(inp.scalar_type()), "; expected the same dtype (the output's)");
-    check_device(bias, "bias", w, "weight");
-    GL_CHECK_VALUE(bias.dim() == 2 && bias.size(0) == w.size(0) && bias.size(1) == w.size(1),
-                   "bias: shape ", bias.sizes(), " does not match the expected [", w.size(0), ", ",
-                   w.size(1), "]");
-  }
+  check_fp8_operands(inp, w, bias);
   check_split_count(splits, w.size(0));
 }
 
@@ -304,6 +288,26 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
 };
 
 }  // namespace
+
+// The weight may differ from the input in dtype (a float32 parameter under
+// torch.autocast): it is quantized from its own values, and the output and
+// dX take the input's dtype, dW the weight's.
+void check_fp8_operands(const at::Tensor& inp, const at::Tensor& w, const at::Tensor& bias) {
+  check_dtype(inp, "inp");
+  check_dtype(w, "weight");
+  check_device(inp, "inp", w, "weight");
+  GL_CHECK_VALUE(inp.device().is_cpu() || inp.device().is_cuda(), "inp: device ",
+                 inp.device().str(), " is not supported; expected cpu or cuda");
+  if (bias.defined()) {
+    GL_CHECK_TYPE(bias.scalar_type() == inp.scalar_type(), "mixed dtypes: bias is ",
+                  c10::toString(bias.scalar_type()), " but inp is ",
+                  c10::toString(inp.scalar_type()), "; expected the same dtype (the output's)");
+    check_device(bias, "bias", w, "weight");
+    GL_CHECK_VALUE(bias.dim() == 2 && bias.size(0) == w.size(0) && bias.size(1) == w.size(1),
+                   "bias: shape ", bias.sizes(), " does not match the expected [", w.size(0), ", ",
+                   w.size(1), "]");
+  }
+}
 
 Fp8Activation quantize_grad_output(const at::Tensor& dy, const GroupSplits& splits,
                                    const fp8::Recipe& recipe, bool rowwise, bool columnwise,

@@ -43,6 +43,11 @@ at::Tensor fp8_grouped_linear(const at::Tensor& inp, const at::Tensor& weight,
                               const at::Tensor& main_grad, const LinearConfig& config,
                               const fp8::Recipe& recipe, const Fp8Call& call, bool needs_graph);
 
+// The checks on X [T, K], the grouped weight [G, N, K] and the grouped bias
+// [G, N] (or undefined) that every FP8 forward makes before its first cast:
+// dtypes, devices, the bias' dtype and shape. Shared with the dispatcher op.
+void check_fp8_operands(const at::Tensor& inp, const at::Tensor& w, const at::Tensor& bias);
+
 // Steps of the FP8 backward, shared by the autograd node above and the
 // backward of the dispatcher op (op_registration.cpp).
 

@@ -216,6 +216,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fp8_forwa
   const fp8::Recipe recipe = recipe_from_ints(recipe_codes);
   const at::Tensor w = as_grouped_weight(weight);
   const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
+  const at::Tensor b = as_grouped_bias(value_or_undefined(bias));
+  check_fp8_operands(x, w, b);  // as eager FP8 does, before any cast or state update
   const GroupSplits splits = kernel_splits(m_splits, inp, w);
   if (!splits.device.defined())
     validate_group_sizes(splits.host.data(), splits.num_groups, x.size(0));
@@ -238,7 +240,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fp8_forwa
     fp8::ForwardProblem problem;
     problem.x = xq.view();
     problem.w = wq.view();
-    problem.bias = bias_view(as_grouped_bias(value_or_undefined(bias)), "bias");
+    problem.bias = bias_view(b, "bias");
     problem.y = matrix_view(y.view({x.size(0), w.size(1)}), "out");
     problem.splits = splits.view();
     problem.split_accumulator = recipe.fprop_split_accumulator;

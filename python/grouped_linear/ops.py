@@ -57,7 +57,10 @@ def kernel_names(device_type: str, engine: str):
 
 def set_kernel_override(device_type: str, engine: str, kernel: str) -> None:
     """Force one kernel of `engine` by name, for tests and tuning ('' restores
-    the automatic choice)."""
+    the automatic choice). An unknown name raises ValueError. The override
+    applies only to calls the kernel serves (its role, dtypes and scaling);
+    every other call keeps the automatic choice, so one override can be set
+    while a whole forward and backward runs."""
     _C.set_kernel_override(device_type, engine, kernel)
 
 

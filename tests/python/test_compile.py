@@ -277,3 +277,30 @@ def test_compile_fp8_under_amp_matches_eager(device, recipe_name):
         if recipe_name == "delayed":
             for g, w in zip(_fp8_state(compiled_model), _fp8_state(eager)):
                 assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("recipe_name", list(RECIPES))
+def test_compile_fp8_rejects_what_eager_rejects(device, recipe_name):
+    """A float32 module called with bf16 input outside torch.autocast: eager
+    FP8 refuses the float32 bias (the output is bf16), and so does the
+    compiled op at run time, with the same message (as RuntimeError: the
+    dispatcher's type) and no state touched; the compiled module then runs a
+    good call. Before, the compiled op took the bias and fell to the slow
+    emulation."""
+    eager, compiled_model, compiled = _pair(device, True, torch.float32, "aot_eager")
+    x = torch.randn(sum(SPLITS), K, device=device, dtype=torch.bfloat16)
+    for model, error in ((eager, TypeError), (compiled, RuntimeError)):
+        with gl.autocast(recipe=RECIPES[recipe_name]()):
+            with pytest.raises(error, match="mixed dtypes: bias is Float but inp is BFloat16"):
+                model(x, list(SPLITS))
+    if recipe_name == "delayed":
+        # The compiled module's buffers were made while tracing; no amax is
+        # recorded in them, and the scales are still 1.
+        state = _fp8_state(compiled_model)
+        assert all(t is not None for t in state)
+        assert all(torch.all(t == 0) for t in state[0::2]) and all(torch.all(t == 1) for t in state[1::2])
+    with gl.autocast(recipe=RECIPES[recipe_name]()):
+        want = _step(eager, x.float(), list(SPLITS))
+        got = _step(compiled, x.float(), list(SPLITS))
+    for g, w in zip(got, want):
+        assert torch.equal(g, w), _rel(g, w)
