@@ -277,7 +277,13 @@ void Fp8ModuleState::load_state_dict(const at::Tensor& state) {
   GL_CHECK_VALUE(h[5] == 0.f || h[5] == 1.f, "_extra_state: amax_compute_algo code ", h[5],
                  "; expected 0 (max) or 1 (most_recent)");
   if (history_len == 0) {
+    // No delayed-scaling buffers (a current or blockwise recipe, or no step
+    // yet): nothing to load but the header's recipe fields, kept so that the
+    // state saves again as it was saved.
     reset();
+    recipe_.format = static_cast<fp8::FormatChoice>(static_cast<int>(h[3]));
+    recipe_.margin = static_cast<int>(h[4]);
+    recipe_.amax_compute_algo = static_cast<fp8::AmaxAlgo>(static_cast<int>(h[5]));
     return;
   }
   // Everything checked: now replace the state. Buffers of the same shape

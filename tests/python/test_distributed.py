@@ -3,6 +3,7 @@ processes (gloo): each rank's gradient is the mean of the ranks' own
 gradients, computed here one by one without DDP."""
 
 import socket
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -21,7 +22,7 @@ def _free_port() -> int:
 
 def _module():
     torch.manual_seed(0)  # the same parameters on every rank
-    return grouped_linear.GroupedLinear(3, 16, 8)
+    return grouped_linear.GroupedLinear(3, 16, 8, device="cpu")  # (default: cuda where present)
 
 
 def _rank_input(rank):
@@ -36,6 +37,9 @@ def _rank(rank, world, port, results):
         model = torch.nn.parallel.DistributedDataParallel(module)
         model(_rank_input(rank), SPLITS).sum().backward()
         results.put((rank, module.weight.grad.numpy().copy(), module.bias.grad.numpy().copy()))
+    except Exception:  # reported to the test at once, not as a queue timeout
+        results.put((rank, traceback.format_exc(), None))
+        raise
     finally:
         dist.destroy_process_group()
 
@@ -49,6 +53,8 @@ def test_ddp_averages_the_ranks_gradients():
     for p in procs:
         p.start()
     got = sorted((results.get(timeout=120) for _ in procs), key=lambda t: t[0])
+    for rank, dw, _ in got:
+        assert not isinstance(dw, str), f"rank {rank} failed:\n{dw}"
     for p in procs:
         p.join(timeout=120)
         assert p.exitcode == 0

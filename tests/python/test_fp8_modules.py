@@ -466,6 +466,31 @@ def test_fp8_state_round_trips_through_checkpoints(device, gen):
     assert not torch.equal(clone._fp8_state.scale_fwd, source._fp8_state.scale_fwd)
 
 
+@pytest.mark.parametrize("recipe", [fp8.Float8CurrentScaling(fp8_format=fp8.Format.E4M3),
+                                    fp8.Float8CurrentScaling(), fp8.Float8BlockScaling()],
+                         ids=["current_e4m3", "current_hybrid", "block"])
+def test_state_without_delayed_buffers_saves_as_it_was_saved(device, recipe, gen):
+    """A module whose recipe keeps no delayed-scaling buffers saves a header
+    only (version, groups, history length 0, format, margin, algorithm); a
+    module that loads it saves it again unchanged. (A blockwise module's
+    E4M3 came back as a fresh state's HYBRID, so a step replayed from a
+    CUDA graph after a load saved another state than its eager twin.)"""
+    source = grouped_linear.GroupedLinear(3, 16, 16, device=device)
+    set_params(source, gen)
+    with grouped_linear.autocast(recipe=recipe):
+        source(randn(gen, 12, 16, device=device), [5, 0, 7]).sum().backward()
+    saved = source.get_extra_state()
+    assert saved.numel() == 6 and saved[2] == 0, "not a header-only state"
+    target = grouped_linear.GroupedLinear(3, 16, 16, device=device)
+    target.load_state_dict(source.state_dict())
+    assert torch.equal(target.get_extra_state().cpu(), saved.cpu())
+    assert target._fp8_state.amax_history_fwd is None
+    # The loaded module runs the recipe as the source does.
+    x = randn(gen, 12, 16, device=device)
+    with torch.no_grad(), grouped_linear.autocast(recipe=recipe):
+        assert torch.equal(target(x, [5, 0, 7]), source(x, [5, 0, 7]))
+
+
 def test_loading_fp8_state_writes_into_its_buffers(device, gen):
     """A checkpoint's delayed-scaling state is copied into the module's
     buffers where their shapes match, as load_state_dict copies parameters,

@@ -15,7 +15,7 @@ RECIPE = fp8.DelayedScaling(amax_history_len=4)
 
 
 def _module_after_one_step(gen):
-    module = grouped_linear.GroupedLinear(3, 16, 16)
+    module = grouped_linear.GroupedLinear(3, 16, 16, device="cpu")  # (default: cuda where present)
     set_params(module, gen)
     with torch.no_grad(), grouped_linear.autocast(recipe=RECIPE):
         module(randn(gen, 12, 16), [5, 0, 7])
@@ -57,7 +57,7 @@ def test_graphed_call_joins_the_region_first(gen):
         assert torch.equal(replay(torch.ones(1)), torch.ones(1))
     assert torch.equal(_history(module)[2], before[1]), "the region's exit did not update it"
     # Layers nested in a model are all found; plain functions hold none.
-    model = torch.nn.Sequential(module, torch.nn.ReLU(), grouped_linear.Linear(16, 8))
+    model = torch.nn.Sequential(module, torch.nn.ReLU(), grouped_linear.Linear(16, 8, device="cpu"))
     assert len(graphs._fp8_states(model)) == 2
     assert graphs._fp8_states(lambda x: x) == []
 

@@ -324,7 +324,10 @@ def test_fast_accumulation_over_long_reductions(fast_kernel, gen):
 def test_kernels_without_a_source_refuse_to_accumulate(gen):
     """"_widestore" wgrads read no C operand: asked to accumulate into a
     buffer they raise (rather than overwrite it), and the engine works after.
-    (The wide-store forward and dgrad candidates have no accumulating call.)"""
+    (The wide-store forward and dgrad candidates have no accumulating call.)
+    Each kernel is called with its own gradient format and output dtype: an
+    override applies only to calls it matches (a bf16 buffer would run the
+    automatic choice past an fp16 kernel's override, and accumulate)."""
     if not _sm90_available():
         pytest.skip("needs an sm_90 GPU")
     kernels = [k for k in _fp8_kernels(False)
@@ -332,26 +335,32 @@ def test_kernels_without_a_source_refuse_to_accumulate(gen):
     if not kernels:
         pytest.skip("no kernel without a source in this build (GL_SM90_TUNING)")
     splits, n, k = [40, 0, 24], 32, 48
-    dy, x = codes(gen, (64, n), "e5m2"), codes(gen, (64, k), "e4m3")
-    sdy, sx = scales(gen, 1), scales(gen, 1)
-    dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
-    ref = torch.stack([f64(dyg, sdy).T @ f64(xg, sx)
-                       for dyg, xg in zip(dy.split(splits), x.split(splits))])
-    buffer = torch.ones(3, n, k, dtype=torch.bfloat16, device="cuda")
+    x = codes(gen, (64, k), "e4m3")
+    sx, x_t = scales(gen, 1), columnwise(x, splits)
     for kernel in kernels:
+        grad_format = "e5m2" if "_e5m2_" in kernel else "e4m3"
+        out_dtype = torch.float16 if "_fp16_" in kernel else torch.bfloat16
+        dy, sdy = codes(gen, (64, n), grad_format), scales(gen, 1)
+        dy_t = columnwise(dy, splits)
+        ref = torch.stack([f64(dyg, sdy).T @ f64(xg, sx)
+                           for dyg, xg in zip(dy.split(splits), x.split(splits))])
+        buffer = torch.ones(3, n, k, dtype=out_dtype, device="cuda")
         ops.set_kernel_override("cuda", ENGINE, kernel)
         try:
             with pytest.raises(ValueError, match=r"reads no C operand \(beta = 0 only\)"):
                 ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, 64, out=buffer, accumulate=True,
                               engine=ENGINE, split_accumulator=False)
-            out = ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, 64, engine=ENGINE,
-                                split_accumulator=False)
+            out = ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, 64, out_dtype=out_dtype,
+                                engine=ENGINE, split_accumulator=False)
         finally:
             ops.set_kernel_override("cuda", ENGINE, "")
-        assert_close_rel(out, ref, torch.bfloat16, kernel)
-    assert torch.equal(buffer, torch.ones_like(buffer)), "the refused call wrote out"
-    ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, 64, out=buffer, accumulate=True, engine=ENGINE)
-    assert_close_rel(buffer, ref + 1.0, torch.bfloat16, "accumulate after the error")
+        assert out.dtype == out_dtype, kernel
+        assert_close_rel(out, ref, out_dtype, kernel)
+        assert torch.equal(buffer, torch.ones_like(buffer)), f"{kernel}: the refused call wrote out"
+        if out_dtype == torch.bfloat16:  # (bf16 has kernels that read C; fp16's wgrad has none)
+            ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, 64, out=buffer, accumulate=True,
+                          engine=ENGINE)
+            assert_close_rel(buffer, ref + 1.0, out_dtype, f"{kernel}: accumulate after the error")
 
 
 @pytest.mark.parametrize("split_accumulator", [True, False], ids=["split", "fast"])

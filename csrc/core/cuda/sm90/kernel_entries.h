@@ -74,14 +74,15 @@
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
 // 2026-12-03 runs); the blockwise-scaled forward, dgrad and wgrad (wide
 // store) on 128x256 tiles with the half-width promotion
-// (block_half_promotion_mainloop.cuh; written 2026-12-04, compiled without
-// spills, not yet run on a GPU: the next step is `pytest
-// tests/python/test_sm90_fp8_kernels.py -k block` and `python -m
-// bench.tune_sm90 --precision fp8_block` in a tuning build); the forward
+// (block_half_promotion_mainloop.cuh; written 2026-12-04); the forward
 // and dgrad with the wgrads' wide store (the promoting FP8 ones on 128x256
-// and bf16's forward; written 2026-12-05, not yet run on a GPU), for the
-// 32-128 expert cases with short K, where a tile's store is a large part of
-// its time and the default epilogue waits on it.
+// and bf16's forward), for the 32-128 expert cases with short K, where a
+// tile's store is a large part of its time and the default epilogue waits
+// on it. These six passed the kernel tests' float64 checks on an H100
+// (benchmarks/h100-2026-12-05-25a0c84-tests.txt) and are not yet timed:
+// the next step is `python -m bench.tune_sm90 --precision fp8_block` and
+// `--precision fp8 --roles fwd,dgrad --kernels halfcoop128x256` in a
+// tuning build on the H200.
 // Candidates that lost were removed, with the run that decided:
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
 //    sources in commit ca6849d);
