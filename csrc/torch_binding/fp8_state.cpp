@@ -276,14 +276,17 @@ void Fp8ModuleState::load_state_dict(const at::Tensor& state) {
   GL_CHECK_VALUE(h[4] >= 0.f, "_extra_state: margin ", h[4], "; expected >= 0");
   GL_CHECK_VALUE(h[5] == 0.f || h[5] == 1.f, "_extra_state: amax_compute_algo code ", h[5],
                  "; expected 0 (max) or 1 (most_recent)");
+  // The header's recipe fields, kept either way so that the state saves
+  // again as it was saved.
+  fp8::Recipe saved;
+  saved.format = static_cast<fp8::FormatChoice>(static_cast<int>(h[3]));
+  saved.margin = static_cast<int>(h[4]);
+  saved.amax_compute_algo = static_cast<fp8::AmaxAlgo>(static_cast<int>(h[5]));
   if (history_len == 0) {
     // No delayed-scaling buffers (a current or blockwise recipe, or no step
-    // yet): nothing to load but the header's recipe fields, kept so that the
-    // state saves again as it was saved.
+    // yet): nothing else to load.
     reset();
-    recipe_.format = static_cast<fp8::FormatChoice>(static_cast<int>(h[3]));
-    recipe_.margin = static_cast<int>(h[4]);
-    recipe_.amax_compute_algo = static_cast<fp8::AmaxAlgo>(static_cast<int>(h[5]));
+    recipe_ = saved;
     return;
   }
   // Everything checked: now replace the state. Buffers of the same shape
@@ -319,12 +322,9 @@ void Fp8ModuleState::load_state_dict(const at::Tensor& state) {
     fwd_scale_inv_ = fwd_scale_.reciprocal();
     bwd_scale_inv_ = bwd_scale_.reciprocal();
   }
-  recipe_ = fp8::Recipe{};
+  recipe_ = saved;
   recipe_.kind = fp8::RecipeKind::kDelayed;
-  recipe_.format = static_cast<fp8::FormatChoice>(static_cast<int>(h[3]));
-  recipe_.margin = static_cast<int>(h[4]);
   recipe_.amax_history_len = static_cast<int>(history_len);
-  recipe_.amax_compute_algo = static_cast<fp8::AmaxAlgo>(static_cast<int>(h[5]));
   has_recipe_ = true;
   weight_cache_.reset();
 }
