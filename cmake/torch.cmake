@@ -75,6 +75,7 @@ add_library(gl_torch STATIC
   csrc/torch_binding/engines.cpp
   csrc/torch_binding/fp8_tensors.cpp
   csrc/torch_binding/fp8_state.cpp
+  csrc/torch_binding/fp8_autocast.cpp
   csrc/torch_binding/fp8_autograd.cpp
   csrc/torch_binding/recipe_ints.cpp)
 target_include_directories(gl_torch SYSTEM PUBLIC ${GL_TORCH_INCLUDES})

@@ -5,14 +5,19 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <exception>
+#include <type_traits>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "core/fp8/autocast_state.h"
 #include "torch_binding/autograd_function.h"
 #include "torch_binding/engines.h"
+#include "torch_binding/fp8_autocast.h"
 #include "torch_binding/fp8_autograd.h"
+#include "torch_binding/fp8_state.h"
 #include "torch_binding/group_splits.h"
 
 namespace grouped_linear {
@@ -102,7 +107,78 @@ void check_input(const torch::Tensor& inp) {
 
 std::string expert_key(const char* name, int64_t index) { return name + std::to_string(index); }
 
+// ---- FP8 ----
+
+const char* format_name(Fp8Format format) {
+  switch (format) {
+    case Fp8Format::kE4M3: return "E4M3";
+    case Fp8Format::kE5M2: return "E5M2";
+    case Fp8Format::kHybrid: return "HYBRID";
+  }
+  GL_CHECK_VALUE(false, "fp8_format: got the value ", static_cast<int>(format),
+                 ", expected Fp8Format::kE4M3, kE5M2 or kHybrid");
+  return "";
+}
+
+// The recipe as the core's value, through the one checked constructor the
+// Python recipes use too.
+fp8::Recipe to_core_recipe(const Fp8Recipe& recipe) {
+  return std::visit(
+      [](const auto& r) {
+        using R = std::decay_t<decltype(r)>;
+        const bool fprop = r.fp8_gemm_fprop.use_split_accumulator;
+        const bool dgrad = r.fp8_gemm_dgrad.use_split_accumulator;
+        const bool wgrad = r.fp8_gemm_wgrad.use_split_accumulator;
+        if constexpr (std::is_same_v<R, DelayedScaling>) {
+          return tb::make_recipe("delayed", format_name(r.fp8_format), r.margin, r.amax_history_len,
+                                 r.amax_compute_algo, false, fprop, dgrad, wgrad);
+        } else if constexpr (std::is_same_v<R, Float8CurrentScaling>) {
+          return tb::make_recipe("current", format_name(r.fp8_format), 0, 1024, "max", false, fprop,
+                                 dgrad, wgrad);
+        } else {
+          return tb::make_recipe("block", format_name(r.fp8_format), 0, 1024, "max",
+                                 /*power_2_scales=*/true, fprop, dgrad, wgrad);
+        }
+      },
+      recipe);
+}
+
+constexpr const char* kFp8StateKey = "_extra_state";  // the Python modules' key
+
+// The archive's FP8 state (undefined when it has none), checked by loading
+// it into a scratch state first, so that a bad one is refused before any
+// parameter changes.
+torch::Tensor read_fp8_state(torch::serialize::InputArchive& archive,
+                             const tb::Fp8ModuleState& state) {
+  torch::Tensor saved;
+  if (!archive.try_read(kFp8StateKey, saved)) return saved;
+  tb::Fp8ModuleState scratch(state.num_groups(), state.name());
+  scratch.load_state_dict(saved);
+  return saved;
+}
+
 }  // namespace
+
+Fp8Autocast::Fp8Autocast(const Fp8Recipe& recipe, bool enabled)
+    : uncaught_exceptions_(std::uncaught_exceptions()) {
+  translate_errors([&] { tb::autocast_push(enabled, to_core_recipe(recipe)); });
+}
+
+Fp8Autocast::~Fp8Autocast() noexcept(false) {
+  if (std::uncaught_exceptions() > uncaught_exceptions_) {
+    // Unwinding: a second exception would terminate the program.
+    try {
+      tb::autocast_pop();
+    } catch (...) {
+    }
+    return;
+  }
+  translate_errors([] { tb::autocast_pop(); });
+}
+
+bool fp8_autocast_enabled() { return fp8::current().enabled; }
+
+void set_fp8_amax_check(bool enabled) { tb::set_amax_check(enabled); }
 
 // ---- GroupedLinear --------------------------------------------------------------
 
@@ -119,12 +195,14 @@ void GroupedLinearImpl::reset() {
                       {options.num_gemms(), options.out_features(), options.in_features()},
                       {options.num_gemms(), options.out_features()}, weight, bias);
     main_grad = torch::Tensor();
+    fp8_state_ = std::make_shared<tb::Fp8ModuleState>(options.num_gemms(), "GroupedLinear");
   });
 }
 
 void GroupedLinearImpl::reset_parameters() { init_parameters(weight, bias, options.init_method()); }
 
-torch::Tensor GroupedLinearImpl::forward(const torch::Tensor& inp, const MSplits& m_splits) {
+torch::Tensor GroupedLinearImpl::forward(const torch::Tensor& inp, const MSplits& m_splits,
+                                         std::optional<bool> is_first_microbatch) {
   return translate_errors([&] {
     check_input(inp);
     tb::GroupSplits splits;
@@ -137,7 +215,8 @@ torch::Tensor GroupedLinearImpl::forward(const torch::Tensor& inp, const MSplits
     tb::check_split_count(splits, weight.size(0));
     return tb::grouped_linear(inp, weight, bias, std::move(splits),
                               options.fuse_wgrad_accumulation() ? main_grad : torch::Tensor(),
-                              config_for(options.fuse_wgrad_accumulation()), tb::Fp8Call{});
+                              config_for(options.fuse_wgrad_accumulation()),
+                              tb::Fp8Call{fp8_state_, is_first_microbatch});
   });
 }
 
@@ -194,6 +273,7 @@ void GroupedLinearImpl::load_expert_state_dict(
 
 void GroupedLinearImpl::save(torch::serialize::OutputArchive& archive) const {
   for (const auto& item : expert_state_dict()) archive.write(item.key(), item.value());
+  archive.write(kFp8StateKey, fp8_state_->state_dict());
 }
 
 void GroupedLinearImpl::load(torch::serialize::InputArchive& archive) {
@@ -209,7 +289,12 @@ void GroupedLinearImpl::load(torch::serialize::InputArchive& archive) {
       if (archive.try_read(expert_key(name, i), expert)) state.insert(expert_key(name, i), expert);
     }
   }
+  const torch::Tensor fp8_saved = translate_errors([&] {
+    fp8_state_->check_not_held_elsewhere("load");
+    return read_fp8_state(archive, *fp8_state_);
+  });
   load_expert_state_dict(state);
+  translate_errors([&] { fp8_state_->load_state_dict(fp8_saved); });
 }
 
 void GroupedLinearImpl::pretty_print(std::ostream& stream) const {
@@ -231,12 +316,14 @@ void LinearImpl::reset() {
     create_parameters(*this, options, {options.out_features(), options.in_features()},
                       {options.out_features()}, weight, bias);
     main_grad = torch::Tensor();
+    fp8_state_ = std::make_shared<tb::Fp8ModuleState>(1, "Linear");
   });
 }
 
 void LinearImpl::reset_parameters() { init_parameters(weight, bias, options.init_method()); }
 
-torch::Tensor LinearImpl::forward(const torch::Tensor& inp) {
+torch::Tensor LinearImpl::forward(const torch::Tensor& inp,
+                                  std::optional<bool> is_first_microbatch) {
   return translate_errors([&] {
     check_input(inp);
     // Every row is in the one group.
@@ -244,8 +331,23 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& inp) {
     for (int64_t d = 0; d + 1 < inp.dim(); ++d) rows *= inp.size(d);
     return tb::grouped_linear(inp, weight, bias, tb::splits_from_host({rows}),
                               options.fuse_wgrad_accumulation() ? main_grad : torch::Tensor(),
-                              config_for(options.fuse_wgrad_accumulation()), tb::Fp8Call{});
+                              config_for(options.fuse_wgrad_accumulation()),
+                              tb::Fp8Call{fp8_state_, is_first_microbatch});
   });
+}
+
+void LinearImpl::save(torch::serialize::OutputArchive& archive) const {
+  torch::nn::Module::save(archive);
+  archive.write(kFp8StateKey, fp8_state_->state_dict());
+}
+
+void LinearImpl::load(torch::serialize::InputArchive& archive) {
+  const torch::Tensor fp8_saved = translate_errors([&] {
+    fp8_state_->check_not_held_elsewhere("load");
+    return read_fp8_state(archive, *fp8_state_);
+  });
+  torch::nn::Module::load(archive);
+  translate_errors([&] { fp8_state_->load_state_dict(fp8_saved); });
 }
 
 void LinearImpl::pretty_print(std::ostream& stream) const {

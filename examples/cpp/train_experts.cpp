@@ -1,8 +1,10 @@
 // Trains a small GroupedLinear by regression onto a random teacher (one
 // linear map per expert) with the C++ API, and prints the loss:
 //
-//   train_experts [--steps N] [--log-every N] [--device cpu|cuda]
+//   train_experts [--steps N] [--log-every N] [--device cpu|cuda] [--fp8]
 //
+// --fp8 runs each forward inside grouped_linear::Fp8Autocast with
+// DelayedScaling (forward, dgrad and wgrad in FP8; emulated on the CPU).
 // Each step routes a batch of random rows to the experts with random group
 // sizes (some experts get no rows), as an MoE router would. Exits with 1 if
 // the loss did not fall, so CTest can run it as a smoke test.
@@ -22,6 +24,7 @@ struct Args {
   int steps = 200;
   int log_every = 25;
   std::string device;
+  bool fp8 = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -34,8 +37,11 @@ Args parse(int argc, char** argv) {
       args.log_every = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--device") == 0 && has_value) {
       args.device = argv[++i];
+    } else if (std::strcmp(argv[i], "--fp8") == 0) {
+      args.fp8 = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--steps N] [--log-every N] [--device cpu|cuda]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--steps N] [--log-every N] [--device cpu|cuda] [--fp8]\n",
+                   argv[0]);
       std::exit(2);
     }
   }
@@ -80,7 +86,8 @@ int main(int argc, char** argv) {
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-2));
   std::ostringstream description;
   model->pretty_print(description);
-  std::printf("%s on %s, %d steps\n", description.str().c_str(), device.str().c_str(), args.steps);
+  std::printf("%s on %s, %d steps%s\n", description.str().c_str(), device.str().c_str(), args.steps,
+              args.fp8 ? ", FP8 (DelayedScaling)" : "");
   double first_loss = 0, last_loss = 0;
   for (int step = 1; step <= args.steps; ++step) {
     const std::vector<int64_t> splits = random_splits(experts, rows);
@@ -95,7 +102,14 @@ int main(int argc, char** argv) {
     const torch::Tensor target = torch::cat(targets);
 
     optimizer.zero_grad();
-    const torch::Tensor loss = torch::mse_loss(model(x, splits), target);
+    torch::Tensor prediction;
+    {
+      // The region ends before backward, as in Python: its exit updates the
+      // delayed-scaling scales, and backward runs with the recipe it saved.
+      grouped_linear::Fp8Autocast fp8(grouped_linear::DelayedScaling{}, args.fp8);
+      prediction = model(x, splits);
+    }
+    const torch::Tensor loss = torch::mse_loss(prediction, target);
     loss.backward();
     optimizer.step();
 

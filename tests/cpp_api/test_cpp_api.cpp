@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "reference.h"
+
 namespace gl = grouped_linear;
 
 namespace {
@@ -29,33 +31,6 @@ std::vector<int64_t> random_splits(int64_t groups, int64_t rows, int64_t empty) 
     left -= take;
   }
   return splits;
-}
-
-struct Reference {
-  torch::Tensor y, dx, dw, db;  // float64
-};
-
-// y_g = x_g · w_gᵀ + b_g and the gradients of sum(y * dy), group by group in float64.
-Reference reference(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                    const std::vector<int64_t>& splits, const torch::Tensor& dy) {
-  const auto opts = torch::TensorOptions().dtype(torch::kDouble);
-  const torch::Tensor xd = x.to(torch::kDouble), wd = w.to(torch::kDouble);
-  const torch::Tensor dyd = dy.to(torch::kDouble);
-  Reference r{torch::zeros({x.size(0), w.size(1)}, opts), torch::zeros_like(xd),
-              torch::zeros_like(wd), torch::zeros({w.size(0), w.size(1)}, opts)};
-  int64_t start = 0;
-  for (size_t g = 0; g < splits.size(); ++g) {
-    const int64_t m = splits[g];
-    const torch::Tensor xg = xd.narrow(0, start, m), dyg = dyd.narrow(0, start, m);
-    torch::Tensor yg = xg.matmul(wd[g].t());
-    if (b.defined()) yg = yg + b[g].to(torch::kDouble);
-    r.y.narrow(0, start, m).copy_(yg);
-    r.dx.narrow(0, start, m).copy_(dyg.matmul(wd[g]));
-    r.dw[g].copy_(dyg.t().matmul(xg));
-    r.db[g].copy_(dyg.sum(0));
-    start += m;
-  }
-  return r;
 }
 
 void expect_close(const torch::Tensor& actual, const torch::Tensor& expected, double tol,
@@ -107,7 +82,8 @@ void check_against_reference(gl::GroupedLinear& m, const std::vector<int64_t>& s
   const torch::Tensor y = splits_as_tensor ? m->forward(x, torch::tensor(splits, torch::kInt32))
                                            : m->forward(x, splits);
   y.backward(dy);
-  const Reference r = reference(x.detach(), m->weight.detach(), m->bias, splits, dy);
+  const gl::test::Reference r =
+      gl::test::reference(x.detach(), m->weight.detach(), m->bias, splits, dy);
   expect_close(y, r.y, tol, "y");
   expect_close(x.grad(), r.dx, tol, "dx");
   expect_close(m->weight.grad(), r.dw, tol, "dw");
@@ -153,8 +129,8 @@ TEST_F(CppApi, LeadingDimensionsAndInt64TensorSplits) {
   const torch::Tensor x = torch::randn({2, 5, 4});
   const torch::Tensor y = m(x, torch::tensor({6, 4}, torch::kInt64));
   ASSERT_EQ(y.sizes(), (std::vector<int64_t>{2, 5, 3}));
-  const Reference r = reference(x.reshape({10, 4}), m->weight.detach(), m->bias.detach(), {6, 4},
-                                torch::zeros({10, 3}));
+  const gl::test::Reference r = gl::test::reference(
+      x.reshape({10, 4}), m->weight.detach(), m->bias.detach(), {6, 4}, torch::zeros({10, 3}));
   expect_close(y.reshape({10, 3}), r.y, 1e-5, "y");
 }
 
@@ -170,8 +146,9 @@ TEST_F(CppApi, LinearMatchesReference) {
   const torch::Tensor dy = torch::randn({3, 4, 7});
   const torch::Tensor y = lin(x);
   y.backward(dy);
-  const Reference r = reference(x.detach().reshape({12, 12}), lin->weight.detach().unsqueeze(0),
-                                lin->bias.detach().unsqueeze(0), {12}, dy.reshape({12, 7}));
+  const gl::test::Reference r =
+      gl::test::reference(x.detach().reshape({12, 12}), lin->weight.detach().unsqueeze(0),
+                          lin->bias.detach().unsqueeze(0), {12}, dy.reshape({12, 7}));
   expect_close(y.reshape({12, 7}), r.y, 1e-5, "y");
   expect_close(x.grad().reshape({12, 12}), r.dx, 1e-5, "dx");
   expect_close(lin->weight.grad(), r.dw[0], 1e-5, "dw");
@@ -199,7 +176,8 @@ TEST_F(CppApi, FusedWgradAccumulationAddsIntoMainGrad) {
   m->main_grad = torch::ones_like(m->weight);
   const torch::Tensor dy = torch::randn({7, 5});
   m(x, splits).backward(dy);
-  const Reference r = reference(x, m->weight.detach(), m->bias.detach(), splits, dy);
+  const gl::test::Reference r =
+      gl::test::reference(x, m->weight.detach(), m->bias.detach(), splits, dy);
   expect_close(m->main_grad, r.dw + 1, 1e-5, "main_grad");
   EXPECT_FALSE(m->weight.grad().defined());
 }
@@ -309,8 +287,8 @@ TEST_F(CppApi, SaveLoadRoundTripWithPerExpertKeys) {
   archive.load_from(buffer);
   std::vector<std::string> keys = archive.keys();
   std::sort(keys.begin(), keys.end());
-  EXPECT_EQ(keys,
-            (std::vector<std::string>{"bias0", "bias1", "bias2", "weight0", "weight1", "weight2"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"_extra_state", "bias0", "bias1", "bias2", "weight0",
+                                            "weight1", "weight2"}));
 
   gl::GroupedLinear loaded = make_experts(3, 4, 2);
   buffer.seekg(0);

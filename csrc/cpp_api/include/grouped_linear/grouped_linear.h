@@ -14,6 +14,9 @@
 
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
+#include <torch/nn/modules/common.h>
+#include <torch/nn/modules/container/any_module_holder.h>
+#include <torch/nn/modules/container/any_value.h>
 #include <torch/nn/pimpl.h>
 #include <torch/ordered_dict.h>
 #include <torch/serialize/archive.h>
@@ -22,20 +25,27 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "grouped_linear/fp8.h"
+
 namespace grouped_linear {
+
+namespace torch_binding {
+class Fp8ModuleState;  // a module's FP8 state (internal)
+}
 
 // Initializes one weight matrix [out_features, in_features] in place (called
 // under no_grad, once per expert for GroupedLinear).
 using InitMethod = std::function<void(torch::Tensor)>;
 
 // The Python modules' arguments (Transformer Engine's names) that mean
-// something in C++; return_bias and the FP8 options are Python-only for now.
+// something in C++; return_bias is Python-only. FP8: grouped_linear/fp8.h.
 struct GroupedLinearOptions {
   GroupedLinearOptions(int64_t num_gemms, int64_t in_features, int64_t out_features)
       : num_gemms_(num_gemms), in_features_(in_features), out_features_(out_features) {}
@@ -97,7 +107,8 @@ class MSplits {
 // `weight0` ... `weight{G-1}`, `bias0` ...: torch::save / torch::load of the
 // module (or of any module holding it) write and read them through save() /
 // load(), and expert_state_dict() / load_expert_state_dict() give the same
-// naming as a torch::OrderedDict.
+// naming as a torch::OrderedDict. save() also writes the FP8 state
+// ("_extra_state"); load() reads it when present and otherwise resets it.
 class GroupedLinearImpl : public torch::nn::Cloneable<GroupedLinearImpl> {
  public:
   GroupedLinearImpl(int64_t num_gemms, int64_t in_features, int64_t out_features)
@@ -113,7 +124,11 @@ class GroupedLinearImpl : public torch::nn::Cloneable<GroupedLinearImpl> {
   // A tensor m_splits on a GPU is read on the device (no sync with the Hopper
   // engine): sizes there cannot be validated, so pass host sizes while
   // debugging. (experts->forward(x, {3, 0, 5}); operator() needs a vector.)
-  torch::Tensor forward(const torch::Tensor& inp, const MSplits& m_splits);
+  // is_first_microbatch (FP8 only; Transformer Engine's): unset quantizes
+  // the weights in every call; true quantizes and keeps them, false reuses
+  // the kept ones (the later micro-batches of a step).
+  torch::Tensor forward(const torch::Tensor& inp, const MSplits& m_splits,
+                        std::optional<bool> is_first_microbatch = std::nullopt);
 
   // {"weight0": weight[0], ..., "bias0": bias[0], ...}: views that share the
   // parameters' storage (detached).
@@ -132,6 +147,13 @@ class GroupedLinearImpl : public torch::nn::Cloneable<GroupedLinearImpl> {
   torch::Tensor weight;     // [num_gemms, out_features, in_features]
   torch::Tensor bias;       // [num_gemms, out_features]; undefined without bias
   torch::Tensor main_grad;  // fuse_wgrad_accumulation only: float32, shaped like weight
+
+ protected:
+  FORWARD_HAS_DEFAULT_ARGS({2, torch::nn::AnyValue(std::optional<bool>())})
+
+ private:
+  // reset() makes a fresh one (so a clone starts without FP8 history).
+  std::shared_ptr<torch_binding::Fp8ModuleState> fp8_state_;
 };
 TORCH_MODULE(GroupedLinear);
 
@@ -146,14 +168,25 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   void reset() override;
   void reset_parameters();
 
-  torch::Tensor forward(const torch::Tensor& inp);
+  torch::Tensor forward(const torch::Tensor& inp,
+                        std::optional<bool> is_first_microbatch = std::nullopt);
 
+  // torch::nn::Module's keys ("weight", "bias") and the FP8 state
+  // ("_extra_state").
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
   void pretty_print(std::ostream& stream) const override;
 
   LinearOptions options;
   torch::Tensor weight;     // [out_features, in_features]
   torch::Tensor bias;       // [out_features]; undefined without bias
   torch::Tensor main_grad;  // fuse_wgrad_accumulation only: float32, shaped like weight
+
+ protected:
+  FORWARD_HAS_DEFAULT_ARGS({1, torch::nn::AnyValue(std::optional<bool>())})
+
+ private:
+  std::shared_ptr<torch_binding::Fp8ModuleState> fp8_state_;
 };
 TORCH_MODULE(Linear);
 
