@@ -93,11 +93,21 @@ void create_parameters(torch::nn::Module& module, const Options& options,
   if (!device.is_meta()) init_parameters(weight, bias, options.init_method());
 }
 
-// main_grad travels only with fuse_wgrad_accumulation, as in Python.
-tb::LinearConfig config_for(bool fuse_wgrad_accumulation) {
-  tb::LinearConfig config;
-  config.fuse_wgrad_accumulation = fuse_wgrad_accumulation;
+// The module's call options; delay_wgrad_compute's queue lives as long as
+// the module (and the autograd nodes that stash into it).
+template <typename Options>
+std::shared_ptr<tb::LinearConfig> config_for(const Options& options) {
+  auto config = std::make_shared<tb::LinearConfig>();
+  config->fuse_wgrad_accumulation = options.fuse_wgrad_accumulation();
+  config->save_original_input = options.save_original_input();
+  if (options.delay_wgrad_compute()) config->wgrad_store = c10::make_intrusive<tb::WgradStore>();
   return config;
+}
+
+bool backward_dw_of(const tb::LinearConfig& config, const torch::Tensor& weight,
+                    const torch::Tensor& bias) {
+  if (!config.wgrad_store) return false;  // delay_wgrad_compute off: nothing is ever stashed
+  return translate_errors([&] { return tb::run_backward_dw(*config.wgrad_store, weight, bias); });
 }
 
 void check_input(const torch::Tensor& inp) {
@@ -196,6 +206,7 @@ void GroupedLinearImpl::reset() {
                       {options.num_gemms(), options.out_features()}, weight, bias);
     main_grad = torch::Tensor();
     fp8_state_ = std::make_shared<tb::Fp8ModuleState>(options.num_gemms(), "GroupedLinear");
+    config_ = config_for(options);
   });
 }
 
@@ -215,10 +226,11 @@ torch::Tensor GroupedLinearImpl::forward(const torch::Tensor& inp, const MSplits
     tb::check_split_count(splits, weight.size(0));
     return tb::grouped_linear(inp, weight, bias, std::move(splits),
                               options.fuse_wgrad_accumulation() ? main_grad : torch::Tensor(),
-                              config_for(options.fuse_wgrad_accumulation()),
-                              tb::Fp8Call{fp8_state_, is_first_microbatch});
+                              *config_, tb::Fp8Call{fp8_state_, is_first_microbatch});
   });
 }
+
+bool GroupedLinearImpl::backward_dw() { return backward_dw_of(*config_, weight, bias); }
 
 torch::OrderedDict<std::string, torch::Tensor> GroupedLinearImpl::expert_state_dict() const {
   torch::OrderedDict<std::string, torch::Tensor> state;
@@ -317,6 +329,7 @@ void LinearImpl::reset() {
                       {options.out_features()}, weight, bias);
     main_grad = torch::Tensor();
     fp8_state_ = std::make_shared<tb::Fp8ModuleState>(1, "Linear");
+    config_ = config_for(options);
   });
 }
 
@@ -331,10 +344,11 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& inp,
     for (int64_t d = 0; d + 1 < inp.dim(); ++d) rows *= inp.size(d);
     return tb::grouped_linear(inp, weight, bias, tb::splits_from_host({rows}),
                               options.fuse_wgrad_accumulation() ? main_grad : torch::Tensor(),
-                              config_for(options.fuse_wgrad_accumulation()),
-                              tb::Fp8Call{fp8_state_, is_first_microbatch});
+                              *config_, tb::Fp8Call{fp8_state_, is_first_microbatch});
   });
 }
+
+bool LinearImpl::backward_dw() { return backward_dw_of(*config_, weight, bias); }
 
 void LinearImpl::save(torch::serialize::OutputArchive& archive) const {
   torch::nn::Module::save(archive);

@@ -182,6 +182,27 @@ TEST_F(CppApi, FusedWgradAccumulationAddsIntoMainGrad) {
   EXPECT_FALSE(m->weight.grad().defined());
 }
 
+TEST_F(CppApi, DelayWgradComputeStashesUntilBackwardDw) {
+  gl::GroupedLinear m = make_experts(3, 6, 5);
+  gl::GroupedLinear delayed(
+      gl::GroupedLinearOptions(3, 6, 5).delay_wgrad_compute(true).device(torch::kCPU));
+  delayed->load_expert_state_dict(m->expert_state_dict());
+  const std::vector<int64_t> splits{4, 0, 3};
+  const torch::Tensor x = torch::randn({7, 6}).requires_grad_();
+  const torch::Tensor dy = torch::randn({7, 5});
+  EXPECT_FALSE(m->backward_dw());  // not delayed: nothing ever waits
+  delayed(x, splits).backward(dy);
+  const gl::test::Reference r =
+      gl::test::reference(x.detach(), m->weight.detach(), m->bias.detach(), splits, dy);
+  expect_close(x.grad(), r.dx, 1e-5, "dx");
+  EXPECT_FALSE(delayed->weight.grad().defined());
+  EXPECT_FALSE(delayed->bias.grad().defined());
+  EXPECT_TRUE(delayed->backward_dw());
+  expect_close(delayed->weight.grad(), r.dw, 1e-5, "dw");
+  expect_close(delayed->bias.grad(), r.db, 1e-5, "db");
+  EXPECT_FALSE(delayed->backward_dw());  // the queue is empty again
+}
+
 TEST_F(CppApi, InitializationAndOptions) {
   gl::GroupedLinear m(gl::GroupedLinearOptions(4, 128, 64).device(torch::kCPU));
   EXPECT_EQ(m->weight.sizes(), (std::vector<int64_t>{4, 64, 128}));

@@ -96,6 +96,40 @@ TEST_F(CppApiFp8, CurrentScalingMatchesFloat64OfQuantizedOperands) {
   EXPECT_LT(fp8_error, 0.0625);
 }
 
+// save_original_input keeps X for backward and casts it there with the
+// input's scale as it is then. Current scaling: the same amax, the same
+// scale, so only what is saved changes, not the gradients. Delayed scaling:
+// the region's exit has moved the scale (from 1 to one fitted to X's amax)
+// before backward, so the weight gradient differs from the one of the FP8
+// copy made in forward, while staying within FP8 rounding of it.
+TEST_F(CppApiFp8, SaveOriginalInputCastsTheInputInBackward) {
+  const std::vector<int64_t> splits{5, 6};
+  const torch::Tensor x = torch::randn({11, 32});
+  const torch::Tensor dy = torch::randn({11, 16});
+  for (const bool delayed : {false, true}) {
+    gl::GroupedLinear copy = make_experts(2, 32, 16);
+    gl::GroupedLinear original(
+        gl::GroupedLinearOptions(2, 32, 16).save_original_input(true).device(torch::kCPU));
+    original->load_expert_state_dict(copy->expert_state_dict());
+    for (gl::GroupedLinear* m : {&copy, &original}) {
+      torch::Tensor y;
+      {
+        gl::Fp8Autocast fp8(delayed ? gl::Fp8Recipe(gl::DelayedScaling{})
+                                    : gl::Fp8Recipe(gl::Float8CurrentScaling{}));
+        y = (*m)->forward(x.clone().requires_grad_(), splits);
+      }
+      y.backward(dy);
+    }
+    EXPECT_TRUE(torch::equal(original->bias.grad(), copy->bias.grad()));
+    if (delayed) {
+      EXPECT_FALSE(torch::equal(original->weight.grad(), copy->weight.grad()));
+      EXPECT_LT(relative_error(original->weight.grad(), copy->weight.grad()), 0.1);
+    } else {
+      EXPECT_TRUE(torch::equal(original->weight.grad(), copy->weight.grad()));
+    }
+  }
+}
+
 TEST_F(CppApiFp8, RegionsNestAndFp8IsOffOutside) {
   gl::GroupedLinear m = make_experts(2, 16, 16);
   const torch::Tensor x = torch::randn({9, 16});

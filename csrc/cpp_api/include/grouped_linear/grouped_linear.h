@@ -36,9 +36,10 @@
 
 namespace grouped_linear {
 
-namespace torch_binding {
-class Fp8ModuleState;  // a module's FP8 state (internal)
-}
+namespace torch_binding {  // internal
+class Fp8ModuleState;      // a module's FP8 state
+struct LinearConfig;       // the options a call needs, with delay_wgrad_compute's queue
+}  // namespace torch_binding
 
 // Initializes one weight matrix [out_features, in_features] in place (called
 // under no_grad, once per expert for GroupedLinear).
@@ -63,6 +64,12 @@ struct GroupedLinearOptions {
   TORCH_ARG(bool, fuse_wgrad_accumulation) = false;
   // Unset: normal(0, 0.023), Transformer Engine's default. Biases start at 0.
   TORCH_ARG(InitMethod, init_method) = nullptr;
+  // FP8: keep the high-precision input for backward (quantized there)
+  // instead of its 1-byte column-wise copy.
+  TORCH_ARG(bool, save_original_input) = false;
+  // Backward computes the input gradient only and stashes the weight and
+  // bias gradients' work for backward_dw() (Transformer Engine's option).
+  TORCH_ARG(bool, delay_wgrad_compute) = false;
 };
 
 struct LinearOptions {
@@ -76,6 +83,8 @@ struct LinearOptions {
   TORCH_ARG(std::optional<torch::Device>, device) = std::nullopt;
   TORCH_ARG(bool, fuse_wgrad_accumulation) = false;
   TORCH_ARG(InitMethod, init_method) = nullptr;
+  TORCH_ARG(bool, save_original_input) = false;
+  TORCH_ARG(bool, delay_wgrad_compute) = false;
 };
 
 // GroupedLinear's m_splits: row counts on the host (a std::vector<int64_t> or
@@ -130,6 +139,12 @@ class GroupedLinearImpl : public torch::nn::Cloneable<GroupedLinearImpl> {
   torch::Tensor forward(const torch::Tensor& inp, const MSplits& m_splits,
                         std::optional<bool> is_first_microbatch = std::nullopt);
 
+  // delay_wgrad_compute: computes the weight and bias gradients stashed by
+  // the oldest backward not yet handled, adding them to weight.grad /
+  // bias.grad (or the weight's into main_grad); true if there was one.
+  // Without delay_wgrad_compute, or with nothing stashed, does nothing.
+  bool backward_dw();
+
   // {"weight0": weight[0], ..., "bias0": bias[0], ...}: views that share the
   // parameters' storage (detached).
   torch::OrderedDict<std::string, torch::Tensor> expert_state_dict() const;
@@ -152,8 +167,10 @@ class GroupedLinearImpl : public torch::nn::Cloneable<GroupedLinearImpl> {
   FORWARD_HAS_DEFAULT_ARGS({2, torch::nn::AnyValue(std::optional<bool>())})
 
  private:
-  // reset() makes a fresh one (so a clone starts without FP8 history).
+  // reset() makes fresh ones (so a clone starts without FP8 history or
+  // stashed gradients).
   std::shared_ptr<torch_binding::Fp8ModuleState> fp8_state_;
+  std::shared_ptr<torch_binding::LinearConfig> config_;
 };
 TORCH_MODULE(GroupedLinear);
 
@@ -170,6 +187,7 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
 
   torch::Tensor forward(const torch::Tensor& inp,
                         std::optional<bool> is_first_microbatch = std::nullopt);
+  bool backward_dw();  // as GroupedLinear's
 
   // torch::nn::Module's keys ("weight", "bias") and the FP8 state
   // ("_extra_state").
@@ -187,6 +205,7 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
 
  private:
   std::shared_ptr<torch_binding::Fp8ModuleState> fp8_state_;
+  std::shared_ptr<torch_binding::LinearConfig> config_;
 };
 TORCH_MODULE(Linear);
 
