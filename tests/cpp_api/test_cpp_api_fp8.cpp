@@ -1,7 +1,8 @@
 // FP8 through the C++ API (grouped_linear/fp8.h), on the CPU engine's
 // emulation: the products against float64 products of the quantized
 // operands, autocast regions, the weight cache across micro-batches, the FP8
-// state in checkpoints, bad recipes and check mode.
+// state in checkpoints (and bad ones refused), save_original_input, bad
+// recipes and check mode.
 //
 // The quantized operands are rebuilt here with torch's own FP8 casts:
 // per-tensor scale fp8_max / amax (current scaling; one scale per expert's
@@ -198,6 +199,42 @@ TEST_F(CppApiFp8, DelayedScalingStateTravelsWithCheckpoints) {
   const torch::Tensor expected = trained->forward(x, splits);
   EXPECT_TRUE(torch::equal(loaded->forward(x, splits), expected));
   EXPECT_FALSE(torch::equal(weights_only->forward(x, splits), expected));
+}
+
+TEST_F(CppApiFp8, BadFp8StateInACheckpointIsRefusedBeforeAnyChange) {
+  gl::GroupedLinear saved = make_experts(3, 16, 8);
+  gl::GroupedLinear four_experts = make_experts(4, 16, 8);  // its state is for 4 groups
+  torch::serialize::OutputArchive four_archive;
+  four_experts->save(four_archive);
+  torch::Tensor four_state;
+  {
+    std::stringstream buffer;
+    four_archive.save_to(buffer);
+    torch::serialize::InputArchive in;
+    in.load_from(buffer);
+    ASSERT_TRUE(in.try_read("_extra_state", four_state));
+  }
+  for (const auto& [state, needle] : std::vector<std::pair<torch::Tensor, std::string>>{
+           {torch::zeros({3}), "_extra_state: 3"}, {four_state, "saved for 4"}}) {
+    torch::serialize::OutputArchive bad;
+    for (const auto& item : saved->expert_state_dict()) bad.write(item.key(), item.value());
+    bad.write("_extra_state", state);
+    std::stringstream buffer;
+    bad.save_to(buffer);
+    gl::GroupedLinear target = make_experts(3, 16, 8);
+    const torch::Tensor before = target->weight.detach().clone();
+    torch::serialize::InputArchive in;
+    in.load_from(buffer);
+    try {
+      target->load(in);
+      ADD_FAILURE() << "no exception for " << needle;
+    } catch (const c10::ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(torch::equal(target->weight, before)) << needle;  // nothing was copied
+    EXPECT_EQ(target->forward(torch::randn({4, 16}), {1, 1, 2}).sizes(),
+              (std::vector<int64_t>{4, 8}));
+  }
 }
 
 TEST_F(CppApiFp8, BadRecipeNamesTheFieldAndChangesNothing) {
