@@ -118,16 +118,17 @@ TEST(Sm90KernelSelection, Fp8KernelsMatchBothOperandFormats) {
 TEST(Sm90KernelSelection, BlockScaledKernelsOnlyForBlockScales) {
   constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2, kF32 = DType::kFloat32;
   const std::vector<int64_t> uniform(8, 2048);
-  // One tile configuration per role: chosen whatever the group sizes. The
+  // One tile configuration per role, chosen whatever the group sizes. The
   // bf16 wgrad stores its tile whole (_widestore) unless it accumulates into
-  // the output, which that kernel cannot.
-  for (const auto& sizes : {uniform, skewed(128), std::vector<int64_t>{0, 0}}) {
+  // the output, which those kernels cannot; E4M3 dY's on 128x256 tiles.
+  for (const auto& sizes :
+       {uniform, skewed(128), std::vector<int64_t>{0, 0}, std::vector<int64_t>(32, 4096)}) {
     EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes, true),
               "forward_e4m3_bf16_block_coop128x128");
     EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, sizes, true),
               "dgrad_e4m3_bf16_block_coop128x128");
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, sizes, true),
-              "wgrad_e4m3_bf16_block_coop128x128_widestore");
+              "wgrad_e4m3_bf16_block_halfcoop128x256_widestore");
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, sizes, true, false, /*accumulate=*/true),
               "wgrad_e4m3_bf16_block_coop128x128");
   }
@@ -287,13 +288,10 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // candidates, which only an override runs: nothing chosen automatically
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
-  const std::vector<std::string> candidates = {"wgrad_e5m2_bf16_fastcoop128x256",
-                                               "forward_e4m3_bf16_block_halfcoop128x256",
-                                               "dgrad_e4m3_bf16_block_halfcoop128x256",
-                                               "wgrad_e4m3_bf16_block_halfcoop128x256_widestore",
-                                               "forward_e4m3_bf16_halfcoop128x256_widestore",
-                                               "dgrad_e5m2_bf16_halfcoop128x256_widestore",
-                                               "forward_bf16_coop128x256_widestore"};
+  const std::vector<std::string> candidates = {
+      "wgrad_e5m2_bf16_fastcoop128x256",           "forward_e4m3_bf16_block_halfcoop128x256",
+      "dgrad_e4m3_bf16_block_halfcoop128x256",     "forward_e4m3_bf16_halfcoop128x256_widestore",
+      "dgrad_e5m2_bf16_halfcoop128x256_widestore", "forward_bf16_coop128x256_widestore"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -335,9 +333,9 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   EXPECT_EQ(pick(Role::kForward, kBf16, kBf16, long_groups), "forward_bf16_coop128x256_widestore");
   // The blockwise-scaled candidates are passed over too
   // (BlockScaledKernelsOnlyForBlockScales, in the same binary), unless forced.
-  set_kernel_override("wgrad_e4m3_bf16_block_halfcoop128x256_widestore");
-  EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, long_groups, true),
-            "wgrad_e4m3_bf16_block_halfcoop128x256_widestore");
+  set_kernel_override("forward_e4m3_bf16_block_halfcoop128x256");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, long_groups, true),
+            "forward_e4m3_bf16_block_halfcoop128x256");
   set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),
             "wgrad_e5m2_bf16_fastcoop128x256");

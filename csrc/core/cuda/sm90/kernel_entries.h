@@ -11,78 +11,79 @@
 
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 
-#define GL_SM90_KERNELS(X)                       \
-  X(forward_bf16_coop128x256)                    \
-  X(forward_bf16_ping64x256)                     \
-  X(forward_fp16_coop128x256)                    \
-  X(forward_fp16_ping64x256)                     \
-  X(dgrad_bf16_coop128x256)                      \
-  X(dgrad_bf16_ping64x256)                       \
-  X(dgrad_fp16_coop128x256)                      \
-  X(dgrad_fp16_ping64x256)                       \
-  X(wgrad_bf16_coop128x256)                      \
-  X(wgrad_bf16_coop256x128)                      \
-  X(wgrad_fp16_coop128x256)                      \
-  X(wgrad_fp16_coop256x128)                      \
-  X(wgrad_bf16_to_fp32_coop128x256)              \
-  X(wgrad_bf16_to_fp32_coop256x128)              \
-  X(wgrad_fp16_to_fp32_coop128x256)              \
-  X(wgrad_fp16_to_fp32_coop256x128)              \
-  X(forward_e4m3_bf16_halfcoop128x256)           \
-  X(dgrad_e4m3_bf16_coop128x128)                 \
-  X(dgrad_e4m3_bf16_ping64x128)                  \
-  X(dgrad_e5m2_bf16_halfcoop128x256)             \
-  X(wgrad_e4m3_bf16_coop128x128)                 \
-  X(wgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(wgrad_e5m2_bf16_halfcoop128x256)             \
-  X(wgrad_e4m3_to_fp32_coop128x128)              \
-  X(wgrad_e5m2_to_fp32_halfcoop128x256)          \
-  X(forward_e4m3_bf16_block_coop128x128)         \
-  X(dgrad_e4m3_bf16_block_coop128x128)           \
-  X(dgrad_e5m2_bf16_block_coop128x128)           \
-  X(wgrad_e4m3_bf16_block_coop128x128_widestore) \
-  X(wgrad_e5m2_bf16_block_coop128x128_widestore) \
-  X(wgrad_e4m3_bf16_block_coop128x128)           \
-  X(wgrad_e5m2_bf16_block_coop128x128)           \
-  X(wgrad_e4m3_to_fp32_block_coop128x128)        \
-  X(wgrad_e5m2_to_fp32_block_coop128x128)        \
-  X(forward_e4m3_bf16_fastcoop128x256)           \
-  X(forward_e4m3_bf16_fastping64x256)            \
-  X(dgrad_e5m2_bf16_fastcoop128x256)             \
-  X(dgrad_e5m2_bf16_fastping64x256)              \
-  X(wgrad_e5m2_bf16_fastcoop256x128_widestore)   \
-  X(wgrad_e5m2_bf16_fastcoop256x128)             \
-  X(forward_e4m3_fp16_halfcoop128x256)           \
-  X(forward_e4m3_fp32_halfcoop128x256)           \
-  X(dgrad_e5m2_fp16_halfcoop128x256)             \
-  X(dgrad_e5m2_fp32_halfcoop128x256)             \
-  X(dgrad_e4m3_fp16_coop128x128)                 \
-  X(dgrad_e4m3_fp32_coop128x128)                 \
-  X(wgrad_e5m2_fp16_halfcoop128x256_widestore)   \
-  X(wgrad_e4m3_fp16_coop128x128)                 \
-  X(forward_e4m3_fp16_block_coop128x128)         \
-  X(forward_e4m3_fp32_block_coop128x128)         \
-  X(dgrad_e5m2_fp16_block_coop128x128)           \
-  X(dgrad_e5m2_fp32_block_coop128x128)           \
-  X(dgrad_e4m3_fp16_block_coop128x128)           \
-  X(dgrad_e4m3_fp32_block_coop128x128)           \
-  X(wgrad_e5m2_fp16_block_coop128x128_widestore) \
+#define GL_SM90_KERNELS(X)                           \
+  X(forward_bf16_coop128x256)                        \
+  X(forward_bf16_ping64x256)                         \
+  X(forward_fp16_coop128x256)                        \
+  X(forward_fp16_ping64x256)                         \
+  X(dgrad_bf16_coop128x256)                          \
+  X(dgrad_bf16_ping64x256)                           \
+  X(dgrad_fp16_coop128x256)                          \
+  X(dgrad_fp16_ping64x256)                           \
+  X(wgrad_bf16_coop128x256)                          \
+  X(wgrad_bf16_coop256x128)                          \
+  X(wgrad_fp16_coop128x256)                          \
+  X(wgrad_fp16_coop256x128)                          \
+  X(wgrad_bf16_to_fp32_coop128x256)                  \
+  X(wgrad_bf16_to_fp32_coop256x128)                  \
+  X(wgrad_fp16_to_fp32_coop128x256)                  \
+  X(wgrad_fp16_to_fp32_coop256x128)                  \
+  X(forward_e4m3_bf16_halfcoop128x256)               \
+  X(dgrad_e4m3_bf16_coop128x128)                     \
+  X(dgrad_e4m3_bf16_ping64x128)                      \
+  X(dgrad_e5m2_bf16_halfcoop128x256)                 \
+  X(wgrad_e4m3_bf16_coop128x128)                     \
+  X(wgrad_e5m2_bf16_halfcoop128x256_widestore)       \
+  X(wgrad_e5m2_bf16_halfcoop128x256)                 \
+  X(wgrad_e4m3_to_fp32_coop128x128)                  \
+  X(wgrad_e5m2_to_fp32_halfcoop128x256)              \
+  X(forward_e4m3_bf16_block_coop128x128)             \
+  X(dgrad_e4m3_bf16_block_coop128x128)               \
+  X(dgrad_e5m2_bf16_block_coop128x128)               \
+  X(wgrad_e4m3_bf16_block_halfcoop128x256_widestore) \
+  X(wgrad_e4m3_bf16_block_coop128x128_widestore)     \
+  X(wgrad_e5m2_bf16_block_coop128x128_widestore)     \
+  X(wgrad_e4m3_bf16_block_coop128x128)               \
+  X(wgrad_e5m2_bf16_block_coop128x128)               \
+  X(wgrad_e4m3_to_fp32_block_coop128x128)            \
+  X(wgrad_e5m2_to_fp32_block_coop128x128)            \
+  X(forward_e4m3_bf16_fastcoop128x256)               \
+  X(forward_e4m3_bf16_fastping64x256)                \
+  X(dgrad_e5m2_bf16_fastcoop128x256)                 \
+  X(dgrad_e5m2_bf16_fastping64x256)                  \
+  X(wgrad_e5m2_bf16_fastcoop256x128_widestore)       \
+  X(wgrad_e5m2_bf16_fastcoop256x128)                 \
+  X(forward_e4m3_fp16_halfcoop128x256)               \
+  X(forward_e4m3_fp32_halfcoop128x256)               \
+  X(dgrad_e5m2_fp16_halfcoop128x256)                 \
+  X(dgrad_e5m2_fp32_halfcoop128x256)                 \
+  X(dgrad_e4m3_fp16_coop128x128)                     \
+  X(dgrad_e4m3_fp32_coop128x128)                     \
+  X(wgrad_e5m2_fp16_halfcoop128x256_widestore)       \
+  X(wgrad_e4m3_fp16_coop128x128)                     \
+  X(forward_e4m3_fp16_block_coop128x128)             \
+  X(forward_e4m3_fp32_block_coop128x128)             \
+  X(dgrad_e5m2_fp16_block_coop128x128)               \
+  X(dgrad_e5m2_fp32_block_coop128x128)               \
+  X(dgrad_e4m3_fp16_block_coop128x128)               \
+  X(dgrad_e4m3_fp32_block_coop128x128)               \
+  X(wgrad_e5m2_fp16_block_coop128x128_widestore)     \
   X(wgrad_e4m3_fp16_block_coop128x128_widestore)
 
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
-// 2026-12-03 runs); the blockwise-scaled forward, dgrad and wgrad (wide
-// store) on 128x256 tiles with the half-width promotion
-// (block_half_promotion_mainloop.cuh; written 2026-12-04); the forward
-// and dgrad with the wgrads' wide store (the promoting FP8 ones on 128x256
-// and bf16's forward), for the 32-128 expert cases with short K, where a
-// tile's store is a large part of its time and the default epilogue waits
-// on it. These six passed the kernel tests' float64 checks on an H100
-// (benchmarks/h100-2026-12-05-25a0c84-tests.txt) and are not yet timed:
-// the next step is `python -m bench.tune_sm90 --precision fp8_block` and
-// `--precision fp8 --roles fwd,dgrad --kernels halfcoop128x256` in a
-// tuning build on the H200.
+// 2026-12-03 runs); the blockwise-scaled forward and dgrad on 128x256
+// tiles with the half-width promotion (block_half_promotion_mainloop.cuh;
+// written 2026-12-04); the forward and dgrad with the wgrads' wide store
+// (the promoting FP8 ones on 128x256 and bf16's forward), for the 32-128
+// expert cases with short K, where a tile's store is a large part of its
+// time and the default epilogue waits on it. First timings, on an H100
+// (benchmarks/h100-2026-12-05-d75c52e-tune-*.json), are mixed: the
+// blockwise 128x256 forward -0.04..+0.08 of dense against 128x128 (ahead
+// with skewed routing), its dgrad -0.06..+0.01; the FP8 wide-store forward
+// +0.00..+0.08 and dgrad -0.04..+0.06; bf16's wide-store forward
+// -0.07..+0.07. They stay candidates until the H200 decides.
 // Candidates that lost were removed, with the run that decided:
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
 //    sources in commit ca6849d);
@@ -125,14 +126,19 @@
 // blockwise-scaled wgrads with the wide store (2026-12-04, both kernels by
 // override on one H200, outputs bit-identical: dsv3 fc1 1.81 -> 1.38 ms
 // uniform and 2.11 -> 1.61 skewed, mixtral fc1 and qwen3 fc1 within 4%;
-// benchmarks/h200-2026-12-04-block-wgrad-store.txt).
-#define GL_SM90_TUNING_KERNELS(X)                    \
-  X(wgrad_e5m2_bf16_fastcoop128x256)                 \
-  X(forward_e4m3_bf16_block_halfcoop128x256)         \
-  X(dgrad_e4m3_bf16_block_halfcoop128x256)           \
-  X(wgrad_e4m3_bf16_block_halfcoop128x256_widestore) \
-  X(forward_e4m3_bf16_halfcoop128x256_widestore)     \
-  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)       \
+// benchmarks/h200-2026-12-04-block-wgrad-store.txt), and the blockwise E4M3
+// wgrad on 128x256 with the half-width promotion and the wide store
+// (2026-12-05 on an H100: +0.08 to +0.19 of dense over 128x128 in all 12
+// tuning rows, 0.36-0.62 at 32-128 experts, 0.70-0.95 at 8;
+// benchmarks/h100-2026-12-05-d75c52e-tune-fp8-block.json). It is listed
+// before the 128x128 one, which keeps E5M2 dY (no 128x256 kernel) and
+// accumulation (the wide store reads no C).
+#define GL_SM90_TUNING_KERNELS(X)                \
+  X(wgrad_e5m2_bf16_fastcoop128x256)             \
+  X(forward_e4m3_bf16_block_halfcoop128x256)     \
+  X(dgrad_e4m3_bf16_block_halfcoop128x256)       \
+  X(forward_e4m3_bf16_halfcoop128x256_widestore) \
+  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
   X(forward_bf16_coop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
