@@ -79,7 +79,7 @@
 // (the promoting FP8 ones on 128x256 and bf16's forward), for the 32-128
 // expert cases with short K, where a tile's store is a large part of its
 // time and the default epilogue waits on it. First timings, on an H100
-// (benchmarks/h100-2026-12-05-d75c52e-tune-*.json), are mixed: the
+// (benchmarks/h100-2026-12-05-d75c52e-tune-*.json, -tests.txt), are mixed: the
 // blockwise 128x256 forward -0.04..+0.08 of dense against 128x128 (ahead
 // with skewed routing), its dgrad -0.06..+0.01; the FP8 wide-store forward
 // +0.00..+0.08 and dgrad -0.04..+0.06; bf16's wide-store forward
