@@ -245,8 +245,12 @@ TEST_F(CppApiFp8, BadRecipeNamesTheFieldAndChangesNothing) {
   margin.margin = -1;
   gl::DelayedScaling algo;
   algo.amax_compute_algo = "mean";
-  const std::vector<std::pair<gl::DelayedScaling, std::string>> cases{
-      {history, "amax_history_len"}, {margin, "margin"}, {algo, "amax_compute_algo"}};
+  gl::DelayedScaling format;
+  format.fp8_format = static_cast<gl::Fp8Format>(7);  // not an enumerator
+  const std::vector<std::pair<gl::DelayedScaling, std::string>> cases{{history, "amax_history_len"},
+                                                                      {margin, "margin"},
+                                                                      {algo, "amax_compute_algo"},
+                                                                      {format, "fp8_format"}};
   for (const auto& [recipe, field] : cases) {
     try {
       gl::Fp8Autocast fp8(recipe);
