@@ -15,11 +15,8 @@ import grouped_linear
 from .cases import REPO_ROOT
 
 
-def git_commit() -> str:
-    # Set by whoever copied the tree to the machine that measures: wins over
-    # a .git that may not be the tree's own.
-    if os.environ.get("GL_COMMIT"):
-        return os.environ["GL_COMMIT"]
+def tree_commit() -> str:
+    """The checkout's commit (git), or "unknown"."""
     try:
         done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,
                               capture_output=True, text=True, timeout=10)
@@ -29,6 +26,18 @@ def git_commit() -> str:
     if done.returncode == 0 and commit:
         return commit
     return "unknown"
+
+
+def measured_commit() -> str:
+    """The commit a result belongs to: GL_COMMIT if set (by whoever copied the
+    code to the machine that measures), else the one the installed package
+    was built from, which is what ran even where the checkout beside it is
+    another commit or has no .git; the checkout's only for a package that
+    does not say."""
+    if os.environ.get("GL_COMMIT"):
+        return os.environ["GL_COMMIT"]
+    built = grouped_linear.build_info.get("commit", "unknown")
+    return built if built != "unknown" else tree_commit()
 
 
 def device_name(device: torch.device) -> str:
@@ -48,7 +57,10 @@ def collect(device: torch.device, engines, timer_kind: str) -> Dict[str, object]
     now = datetime.datetime.now(datetime.timezone.utc)
     meta: Dict[str, object] = {
         "date": now.strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "commit": git_commit(),
+        "commit": measured_commit(),
+        "package_build_commit": grouped_linear.build_info.get("commit", "unknown"),
+        "package_sm90_tuning": grouped_linear.build_info.get("sm90_tuning", False),
+        "tree_commit": tree_commit(),
         "device_type": device.type,
         "device": device_name(device),
         "engine": grouped_linear.engine_for(device),
