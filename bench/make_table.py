@@ -21,6 +21,7 @@ from typing import List
 from .cases import REPO_ROOT
 from .report import (MODE_LABELS, RATIO_NOTE, Notes, Table, fmt, host_tables,
                      python_layer_table, throughput_table)
+from . import targets
 
 
 def render_markdown(table: Table) -> str:
@@ -104,6 +105,15 @@ def render(result: dict, source: str = "", plot: str = "") -> str:
     if plot:
         out += [f"![ratios to dense, every role and case]({plot})", ""]
 
+    target_table = targets.render(result)
+    if target_table:
+        out += ["## FP8 targets (issue 4)", "",
+                "Each target of the FP8 training issue with the figures of this run "
+                "(`python -m bench.targets`): the range over the cases it names and how many "
+                "meet it (figures rounded to two decimals, counted unrounded). Numerics are "
+                "checked by the tests, not here; "
+                "`python -m bench.roofline` gives the bound each GEMM ratio can reach.", "",
+                target_table, ""]
     if result.get("throughput"):
         out += ["## Throughput", "",
                 "TFLOP/s = 2·T·K·N / median time, per role; in brackets the ratio to dense "
