@@ -1,4 +1,5 @@
-"""python -m bench [--quick] [--cases a,b] [--roles fwd,wgrad] [--out PATH] ...
+"""python -m bench [--quick] [--cases a,b] [--roles fwd,wgrad] [--out PATH]
+                 [--tile-order along_m|along_n|shorter_side] ...
 
 Run from the repository root. On a GPU: throughput of the bench_cases.json
 shapes, host overhead of the tiny cases and the Python-layer figure. Without
@@ -22,6 +23,7 @@ from .report import log, print_summary, write_json
 from .timing import make_timer
 
 SECTIONS = ("throughput", "fp8", "host", "python")
+TILE_ORDERS = ("along_m", "along_n", "shorter_side")
 
 # (GPU, CPU) defaults. The GPU ones keep the whole run within a few minutes on
 # an H200; the CPU ones within a minute on 2 cores (its engine is a plain loop).
@@ -64,7 +66,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--host-calls", type=int, help="calls per host-overhead batch")
     p.add_argument("--cases-file", help="bench_cases.json to use instead of the search")
     p.add_argument("--out", help="result JSON (default bench_results/<device>-<date>.json)")
+    p.add_argument("--tile-order", choices=TILE_ORDERS,
+                   help="the order in which the sm90_grouped kernels walk each group's tiles "
+                        "(ops.set_tile_order; default: the engine's automatic choice), "
+                        "recorded in the result's meta")
     return p.parse_args(argv)
+
+
+def apply_tile_order(order: Optional[str], device: torch.device) -> str:
+    """Sets the sm90 engine's tile order for this run; what meta records."""
+    if not order:
+        return "automatic"
+    if device.type != "cuda":
+        raise SystemExit("--tile-order: applies to the sm90_grouped engine, which needs a CUDA "
+                         "GPU; this run is on the CPU")
+    from grouped_linear import ops
+    if "sm90_grouped" not in ops.engine_names("cuda"):
+        raise SystemExit("--tile-order: this build has no sm90_grouped engine")
+    ops.set_tile_order("cuda", "sm90_grouped", order)
+    return order
 
 
 def pick_device(choice: str) -> torch.device:
@@ -93,6 +113,7 @@ def main(argv=None) -> int:
     engines = csv_list(args.engines) or throughput.default_engines(device)
     cases = select_throughput_cases(case_file, on_gpu, csv_list(args.cases))
     timer = make_timer(device)
+    tile_order = apply_tile_order(args.tile_order, device)
 
     started = datetime.datetime.now()
     out_path = Path(args.out) if args.out else (
@@ -101,7 +122,7 @@ def main(argv=None) -> int:
     result = {"meta": meta.collect(device, engines, timer.kind)}
     result["meta"].update({"quick": bool(args.quick), "cases_file": str(case_file.path),
                            "routing_rules": case_file.routing_text, "settings": value,
-                           "bias": False, "dtype": "bfloat16"})
+                           "bias": False, "dtype": "bfloat16", "tile_order": tile_order})
     log(f"bench: {result['meta']['device']} engine={result['meta']['engine']} "
         f"engines={engines} cases={[c.name for c in cases]} -> {out_path}")
     if not on_gpu:

@@ -57,3 +57,16 @@ def test_meta_records_package_and_checkout_commits(monkeypatch):
     assert record["package_build_commit"] == "def5678"
     assert record["package_sm90_tuning"] is True
     assert record["tree_commit"] == "0123456"
+
+
+def test_tile_order_is_recorded_and_refused_where_it_cannot_apply(capsys):
+    import torch
+    from bench import __main__ as bench_main
+    cpu = torch.device("cpu")
+    assert bench_main.apply_tile_order(None, cpu) == "automatic"
+    with pytest.raises(SystemExit, match="--tile-order: applies to the sm90_grouped engine"):
+        bench_main.apply_tile_order("along_n", cpu)
+    with pytest.raises(SystemExit):
+        bench_main.parse_args(["--tile-order", "diagonal"])
+    assert "invalid choice: 'diagonal'" in capsys.readouterr().err
+    assert bench_main.parse_args(["--tile-order", "shorter_side"]).tile_order == "shorter_side"
