@@ -55,13 +55,23 @@ TEST(Sm90TileOrder, ShorterSideFollowsEachRolesTileGrid) {
   EXPECT_FALSE(shorter_side_is_n(wide, launch(Role::kForward, 0, 0, 2048, 512)));
 }
 
-TEST(Sm90TileOrder, AlongMUnlessSetOtherwise) {
+TEST(Sm90TileOrder, AutomaticIsTheShorterSideForWgradAndAlongMElsewhere) {
   TileOrderGuard guard;
   const KernelEntry wide = tile(128, 256);
   const GroupedLaunch tall = launch(Role::kWgrad, 8, 16384, 28672, 4096);  // shorter side: N
   const GroupedLaunch flat = launch(Role::kWgrad, 8, 16384, 4096, 14336);  // shorter side: M
-  EXPECT_FALSE(raster_along_n(wide, tall));
+  EXPECT_TRUE(raster_along_n(wide, tall));
   EXPECT_FALSE(raster_along_n(wide, flat));
+  // The forward and dgrad walk along M even where the shorter side is N:
+  // mixtral fc2's forward (16 x 16 tiles) and one large group.
+  const GroupedLaunch square = launch(Role::kForward, 8, 16384, 4096, 14336);
+  const GroupedLaunch single = launch(Role::kDgrad, 1, 16384, 14336, 2048);
+  ASSERT_TRUE(shorter_side_is_n(wide, square));
+  ASSERT_TRUE(shorter_side_is_n(wide, single));
+  EXPECT_FALSE(raster_along_n(wide, square));
+  EXPECT_FALSE(raster_along_n(wide, single));
+  set_tile_order("along_m");
+  EXPECT_FALSE(raster_along_n(wide, tall));
   set_tile_order("along_n");
   EXPECT_TRUE(raster_along_n(wide, tall));
   EXPECT_TRUE(raster_along_n(wide, flat));
@@ -72,7 +82,8 @@ TEST(Sm90TileOrder, AlongMUnlessSetOtherwise) {
   EXPECT_FALSE(raster_along_n(wide, tall));
   set_tile_order("along_n");
   set_tile_order("");
-  EXPECT_FALSE(raster_along_n(wide, tall));
+  EXPECT_TRUE(raster_along_n(wide, tall));
+  EXPECT_FALSE(raster_along_n(wide, flat));
 }
 
 TEST(Sm90TileOrder, UnknownOrderIsRefusedAndChangesNothing) {

@@ -108,8 +108,8 @@ def cuda_device():
 @pytest.fixture(params=["along_m", "along_n"])
 def tile_order(request):
     """The order in which the sm90 engine's CTAs walk each group's tiles
-    (ops.set_tile_order) for the test: along M, the automatic one, and along
-    N; every kernel must be right under both."""
+    (ops.set_tile_order) for the test: along M and along N (the automatic
+    choice takes one of them per launch); every kernel must be right under both."""
     if not grouped_linear.with_cuda or "sm90_grouped" not in ops.engine_names("cuda"):
         pytest.skip("grouped_linear was built without the sm90_grouped engine")
     ops.set_tile_order("cuda", "sm90_grouped", request.param)

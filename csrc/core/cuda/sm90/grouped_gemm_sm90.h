@@ -165,10 +165,10 @@ const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType 
 // Throws when no built kernel has that name.
 void set_kernel_override(const std::string& name);
 
-// Which way the CTAs walk a group's output tiles (tile_order.cpp): along M,
-// CUTLASS's default for grouped problems and the automatic choice until
-// measured otherwise; along N; or along the shorter side of the group's
-// tile grid, CUTLASS's rule for single GEMMs.
+// Which way the CTAs walk a group's output tiles (tile_order.cpp): along M
+// (CUTLASS's default for grouped problems), along N, or along the shorter
+// side of the tile grid (CUTLASS's rule for single GEMMs); automatic: wgrad
+// along the shorter side, the forward and dgrad along M.
 enum class TileOrder { kAlongM, kAlongN, kShorterSide };
 bool shorter_side_is_n(const KernelEntry& kernel, const GroupedLaunch& launch);
 // The order a launch of `kernel` takes under the current setting.

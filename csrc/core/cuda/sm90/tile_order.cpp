@@ -8,6 +8,18 @@
 // can differ per group; ours knows each role's fixed side (wgrad's M and N
 // are out_features and in_features for every group, the forward's and
 // dgrad's N likewise) and the average rows of the other.
+//
+// Automatic: wgrad along the shorter side, the forward and dgrad along M.
+// wgrad's grid is out_features x in_features for every group; along M a
+// wave re-reads each dYᵀ panel (out_features rows) once per column of
+// tiles, which for a tall grid (mixtral fc1: 224 x 16 tiles, a column's
+// panels 59-120 MB, more than L2) comes from memory each time. On one H200
+// (benchmarks/h200-2026-12-06-f0723be-tile-order*.json) the shorter side
+// took mixtral fc1's wgrads from 0.57-0.81 to 0.61-0.88 of dense and its
+// FP8 steps 2-4% shorter with skewed routing; along N lost at fc2 (32 x 56:
+// along M either way), and at 32-128 experts the orders were within noise.
+// The forward and dgrad stay along M: the shorter side turned mixtral fc2's
+// forward (16 x 16 tiles) along N and its steps 1% longer.
 #include <atomic>
 #include <string>
 
@@ -17,7 +29,9 @@
 namespace grouped_linear::cuda::sm90 {
 namespace {
 
-std::atomic<TileOrder> g_order{TileOrder::kAlongM};
+// The order set by set_tile_order, or kAutomatic (no setting).
+constexpr int kAutomatic = -1;
+std::atomic<int> g_order{kAutomatic};
 
 int64_t tiles(int64_t extent, int tile) { return tile > 0 ? (extent + tile - 1) / tile : 0; }
 
@@ -37,7 +51,9 @@ bool shorter_side_is_n(const KernelEntry& kernel, const GroupedLaunch& launch) {
 }
 
 bool raster_along_n(const KernelEntry& kernel, const GroupedLaunch& launch) {
-  switch (g_order.load(std::memory_order_relaxed)) {
+  const int order = g_order.load(std::memory_order_relaxed);
+  if (order == kAutomatic) return launch.role == Role::kWgrad && shorter_side_is_n(kernel, launch);
+  switch (static_cast<TileOrder>(order)) {
     case TileOrder::kAlongM: return false;
     case TileOrder::kAlongN: return true;
     case TileOrder::kShorterSide: return shorter_side_is_n(kernel, launch);
@@ -49,10 +65,12 @@ void set_tile_order(const std::string& order) {
   const bool known =
       order.empty() || order == "along_m" || order == "along_n" || order == "shorter_side";
   GL_CHECK_VALUE(known, "tile order: got '", order,
-                 "', expected '' (automatic: along_m), 'along_m', 'along_n' or 'shorter_side'");
-  g_order.store(order == "along_n"        ? TileOrder::kAlongN
-                : order == "shorter_side" ? TileOrder::kShorterSide
-                                          : TileOrder::kAlongM,
+                 "', expected '' (automatic: wgrad along the shorter side, the forward and "
+                 "dgrad along M), 'along_m', 'along_n' or 'shorter_side'");
+  g_order.store(order.empty()             ? kAutomatic
+                : order == "along_n"      ? static_cast<int>(TileOrder::kAlongN)
+                : order == "shorter_side" ? static_cast<int>(TileOrder::kShorterSide)
+                                          : static_cast<int>(TileOrder::kAlongM),
                 std::memory_order_relaxed);
 }
 
