@@ -289,8 +289,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   const std::vector<std::string> candidates = {
-      "wgrad_e5m2_bf16_fastcoop128x256",           "forward_e4m3_bf16_block_halfcoop128x256",
-      "dgrad_e4m3_bf16_block_halfcoop128x256",     "forward_e4m3_bf16_halfcoop128x256_widestore",
+      "wgrad_e5m2_bf16_fastcoop128x256", "forward_e4m3_bf16_halfcoop128x256_widestore",
       "dgrad_e5m2_bf16_halfcoop128x256_widestore", "forward_bf16_coop128x256_widestore"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
@@ -331,11 +330,6 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
             "dgrad_e5m2_bf16_halfcoop128x256_widestore");
   set_kernel_override("forward_bf16_coop128x256_widestore");
   EXPECT_EQ(pick(Role::kForward, kBf16, kBf16, long_groups), "forward_bf16_coop128x256_widestore");
-  // The blockwise-scaled candidates are passed over too
-  // (BlockScaledKernelsOnlyForBlockScales, in the same binary), unless forced.
-  set_kernel_override("forward_e4m3_bf16_block_halfcoop128x256");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, long_groups, true),
-            "forward_e4m3_bf16_block_halfcoop128x256");
   set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),
             "wgrad_e5m2_bf16_fastcoop128x256");

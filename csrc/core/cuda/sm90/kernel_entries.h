@@ -73,18 +73,23 @@
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
-// 2026-12-03 runs); the blockwise-scaled forward and dgrad on 128x256
-// tiles with the half-width promotion (block_half_promotion_mainloop.cuh;
-// written 2026-12-04); the forward and dgrad with the wgrads' wide store
+// 2026-12-03 runs); the forward and dgrad with the wgrads' wide store
 // (the promoting FP8 ones on 128x256 and bf16's forward), for the 32-128
 // expert cases with short K, where a tile's store is a large part of its
-// time and the default epilogue waits on it. First timings, on an H100
-// (benchmarks/h100-2026-12-05-d75c52e-tune-*.json, -tests.txt), are mixed: the
-// blockwise 128x256 forward -0.04..+0.08 of dense against 128x128 (ahead
-// with skewed routing), its dgrad -0.06..+0.01; the FP8 wide-store forward
-// +0.00..+0.08 and dgrad -0.04..+0.06; bf16's wide-store forward
-// -0.07..+0.07. They stay candidates until the H200 decides.
+// time and the default epilogue waits on it. Their timings are mixed on
+// both GPUs, against the regular store: the FP8 forward +0.00..+0.08 of
+// dense on an H100 and -0.04..+0.08 on the H200 (ahead in all four
+// mixtral rows there, +0.02..+0.08), the FP8 dgrad -0.04..+0.06 and
+// -0.10..+0.09, bf16's forward -0.07..+0.07 and -0.06..+0.09 (H100:
+// benchmarks/h100-2026-12-05-d75c52e-tune-*.json; H200, one run of 15
+// timings a kernel: h200-2026-12-06-f0723be-tune-*-widestore.json).
 // Candidates that lost were removed, with the run that decided:
+//  - the blockwise-scaled forward and dgrad on 128x256 tiles with the
+//    half-width promotion (written 2026-12-04; sources in commit dc4809a):
+//    on the H200 the forward -0.15..+0.02 of dense against 128x128 (ahead
+//    only at qwen3, by up to 0.02), the dgrad -0.09..+0.00
+//    (h200-2026-12-06-f0723be-tune-fp8-block.json; the H100's -0.04..+0.08
+//    and -0.06..+0.01 had left them open);
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
 //    sources in commit ca6849d);
 //  - the FP8 64x128 pingpong wgrad
@@ -135,8 +140,6 @@
 // accumulation (the wide store reads no C).
 #define GL_SM90_TUNING_KERNELS(X)                \
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
-  X(forward_e4m3_bf16_block_halfcoop128x256)     \
-  X(dgrad_e4m3_bf16_block_halfcoop128x256)       \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
   X(forward_bf16_coop128x256_widestore)
