@@ -14,10 +14,11 @@
 // wave re-reads each dYᵀ panel (out_features rows) once per column of
 // tiles, which for a tall grid (mixtral fc1: 224 x 16 tiles, a column's
 // panels 59-120 MB, more than L2) comes from memory each time. On one H200
-// (benchmarks/h200-2026-12-06-f0723be-tile-order*.json) the shorter side
-// took mixtral fc1's wgrads from 0.57-0.81 to 0.61-0.88 of dense and its
-// FP8 steps 2-4% shorter with skewed routing; along N lost at fc2 (32 x 56:
-// along M either way), and at 32-128 experts the orders were within noise.
+// (benchmarks/h200-2026-12-06-f0723be-tile-order-ab.json, -tile-order-tune.txt
+// and -tune-order-*-mixtral.json) the shorter side took mixtral fc1's
+// wgrads from 0.57-0.81 to 0.61-0.88 of dense and its FP8 steps 2-4%
+// shorter with skewed routing; along N lost at fc2 (32 x 56: along M
+// either way), and at 32-128 experts the orders were within noise.
 // The forward and dgrad stay along M: the shorter side turned mixtral fc2's
 // forward (16 x 16 tiles) along N and its steps 1% longer.
 #include <atomic>
