@@ -87,7 +87,7 @@
 //  - the blockwise-scaled forward and dgrad on 128x256 tiles with the
 //    half-width promotion (written 2026-12-04; sources in commit dc4809a):
 //    on the H200 the forward -0.15..+0.02 of dense against 128x128 (ahead
-//    only at qwen3, by up to 0.02), the dgrad -0.09..+0.00
+//    only at qwen3, by up to 0.02), the dgrad -0.14..+0.00
 //    (h200-2026-12-06-f0723be-tune-fp8-block.json; the H100's -0.04..+0.08
 //    and -0.06..+0.01 had left them open);
 //  - the bf16 ones of 2026-12-02 (benchmarks/h200-2026-12-02-tune-sm90.json,
