@@ -18,12 +18,12 @@ from typing import List, Optional
 import torch
 
 from . import fp8_module, fp8_throughput, host_overhead, meta, plot, python_layer, throughput
-from .cases import REPO_ROOT, ROLES, ROUTINGS, csv_list, load_cases, select_throughput_cases
+from .cases import (REPO_ROOT, ROLES, ROUTINGS, TILE_ORDERS, csv_list, load_cases,
+                    select_throughput_cases)
 from .report import log, print_summary, write_json
 from .timing import make_timer
 
 SECTIONS = ("throughput", "fp8", "host", "python")
-TILE_ORDERS = ("along_m", "along_n", "shorter_side")
 
 # (GPU, CPU) defaults. The GPU ones keep the whole run within a few minutes on
 # an H200; the CPU ones within a minute on 2 cores (its engine is a plain loop).

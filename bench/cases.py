@@ -26,6 +26,8 @@ ROUTINGS = ("uniform", "skewed")
 # benchmark's sections run ROUTINGS only.
 ALL_ROUTINGS = ROUTINGS + ("uniform_unaligned", "uniform_sector_aligned")
 ROLES = ("fwd", "dgrad", "wgrad")
+# The sm90 engine's tile orders (ops.set_tile_order; "" is its automatic choice).
+TILE_ORDERS = ("along_m", "along_n", "shorter_side")
 
 
 @dataclass(frozen=True)

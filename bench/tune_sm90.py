@@ -38,14 +38,13 @@ from grouped_linear import ops
 
 from . import fp8_throughput as fp8
 from . import peers
-from .cases import ALL_ROUTINGS, ROLES, ROUTINGS, load_cases, make_splits
+from .cases import ALL_ROUTINGS, ROLES, ROUTINGS, TILE_ORDERS, load_cases, make_splits
 from .throughput import DY_SCALE, W_SCALE, X_SCALE, grouped_linear_product, relative_error
 from .report import write_diagnostic
 from .timing import CudaEventTimer, median_ms
 
 ENGINE = "sm90_grouped"
 ROLE_PREFIX = {"fwd": "forward_bf16_", "dgrad": "dgrad_bf16_", "wgrad": "wgrad_bf16_"}
-TILE_ORDERS = ("along_m", "along_n", "shorter_side")
 FP8_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_", "dgrad": "dgrad_e5m2_bf16_",
                    "wgrad": "wgrad_e5m2_bf16_", "wgrad_main_grad": "wgrad_e5m2_to_fp32_"}
 BLOCK_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_block_", "dgrad": "dgrad_e4m3_bf16_block_",
