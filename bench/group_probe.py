@@ -1,0 +1,182 @@
+"""Where the forward and dgrad lose to dense at 32-128 experts.
+
+    python -m bench.group_probe [--cases a,b] [--roles fwd,dgrad]
+                                [--precisions fp8,fp8_fast,bf16] [--kernel NAME] [--out F]
+
+At 8 experts our forward and dgrad run at 0.86-1.04 of one dense GEMM of
+the same M, N, K; at 32-128 experts at 0.58-0.85 (BENCHMARKS.md). This
+splits that gap. Per throughput case, role and precision, in one process,
+the automatically chosen kernel of the sm90 engine on the same total rows
+split five ways:
+
+  one_group      all T rows as one group (one weight): the kernel's own
+                 speed on the shape, with no group to switch to
+  uniform        the benchmark's uniform routing (every case's groups are
+                 whole 128-row tiles there): what groups cost, their
+                 operand updates and their weights' bytes
+  skewed         the benchmark's skewed routing
+  skewed_tiles   the skewed sizes each rounded up to whole 128-row tiles
+                 (so T grows by the padding): the skewed distribution with
+                 every tile full
+  uniform_64     uniform sizes, each 64 rows short of a whole tile: half
+                 of every group's last tile empty
+
+and the dense GEMM of the benchmark (torch._scaled_mm for FP8, fast
+accumulation for fp8_fast; torch.matmul for bf16). --kernel forces one
+kernel by name where its role and types match (ops.set_kernel_override;
+the other products keep the automatic choice). Each figure is TFLOP/s
+over the rows actually routed and its ratio to dense; the row fill is the
+routed rows over the 128-row tiles that cover them. one_group / dense is
+the kernel, uniform / one_group the groups, skewed_tiles / uniform the
+distribution, skewed / skewed_tiles the partly filled tiles.
+A diagnostic beside `python -m bench`, not one of its sections; on a GPU
+only.
+"""
+
+import argparse
+import sys
+from typing import Callable, Dict, List, Sequence
+
+import torch
+
+import grouped_linear
+from grouped_linear import ops
+
+from . import fp8_throughput as fp8
+from . import peers
+from .cases import csv_list, load_cases, make_splits, select_throughput_cases
+from .report import write_diagnostic
+from .throughput import DY_SCALE, W_SCALE, X_SCALE
+from .timing import CudaEventTimer, median_ms
+
+PRECISIONS = ("fp8", "fp8_fast", "bf16")
+ROLES = ("fwd", "dgrad")
+ENGINE = "sm90_grouped"
+SPLITTINGS = ("one_group", "uniform", "skewed", "skewed_tiles", "uniform_64")
+TILE_ROWS = 128
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def splittings(G: int, T: int) -> Dict[str, List[int]]:
+    skewed = make_splits("skewed", G, T)
+    uniform = make_splits("uniform", G, T)
+    return {
+        "one_group": [T],
+        "uniform": uniform,
+        "skewed": skewed,
+        "skewed_tiles": [round_up(m, TILE_ROWS) for m in skewed],
+        "uniform_64": [max(round_up(m, TILE_ROWS) - TILE_ROWS // 2, 0) for m in uniform],
+    }
+
+
+def row_fill(splits: Sequence[int]) -> float:
+    covered = sum(round_up(m, TILE_ROWS) for m in splits)
+    return sum(splits) / covered if covered else 0.0
+
+
+def products(case, precision: str, role: str, device) -> Dict[str, Callable]:
+    """"ours": the role's product for a splitting (splits -> callable), on
+    operands with rows for the largest splitting; "dense": the benchmark's
+    dense GEMM (bf16 also returns its "operands", for the tests)."""
+    G, K, N = case.G, case.K, case.N
+    rows = max(sum(s) for s in splittings(G, case.T).values())
+    gen = torch.Generator(device=device).manual_seed(0)
+    if precision == "bf16":
+        dt = torch.bfloat16
+        x = torch.randn(rows, K, dtype=dt, device=device, generator=gen) * X_SCALE
+        dy = torch.randn(rows, N, dtype=dt, device=device, generator=gen) * DY_SCALE
+        w = torch.randn(G, N, K, dtype=dt, device=device, generator=gen) * W_SCALE
+
+        def ours(splits):
+            t, g = sum(splits), len(splits)
+            if role == "fwd":
+                return lambda: ops.forward(x[:t], w[:g], None, splits)
+            return lambda: ops.dgrad(dy[:t], w[:g], splits)
+        return {"ours": ours, "dense": peers.dense_product(role, x[:case.T], w, dy[:case.T]),
+                "operands": {"x": x, "dy": dy, "w": w}}
+    split = precision == "fp8"
+    xq, sx = fp8.quantize(torch.randn(rows, K, device=device, generator=gen), fp8.E4M3)
+    dyq, sdy = fp8.quantize(torch.randn(rows, N, device=device, generator=gen) * 0.01, fp8.E5M2)
+    w = torch.randn(G, N, K, device=device, generator=gen) * 0.02
+    wq, sw = fp8.quantize(w, fp8.E4M3)  # one scale: the time does not depend on it
+    del w
+    sw = sw.expand(G).contiguous()
+    wq_t = wq.transpose(1, 2).contiguous() if role == "dgrad" else None
+
+    def ours(splits):
+        t, g = sum(splits), len(splits)
+        if role == "fwd":
+            return lambda: ops.fp8_forward(xq[:t], sx, wq[:g], sw[:g], None, splits,
+                                           split_accumulator=split)
+        return lambda: ops.fp8_dgrad(dyq[:t], sdy, wq_t[:g], sw[:g], splits,
+                                     split_accumulator=split)
+    return {"ours": ours, "dense": fp8.dense_fp8(role, case, device, fast=not split)}
+
+
+def measure(case, precision: str, role: str, timer, warmup: int, reps: int) -> dict:
+    device = torch.device("cuda")
+    fns = products(case, precision, role, device)
+    dense_ms = median_ms(timer, fns["dense"], warmup, reps)
+    dense_tflops = case.flops() / dense_ms / 1e9
+    record = {"case": case.name, "G": case.G, "K": case.K, "N": case.N, "T": case.T,
+              "precision": precision, "role": role, "dense_ms": dense_ms,
+              "dense_tflops": dense_tflops, "splittings": {}}
+    for name, splits in splittings(case.G, case.T).items():
+        fn = fns["ours"](splits)
+        ms = median_ms(timer, fn, warmup, reps)
+        tflops = 2 * sum(splits) * case.K * case.N / ms / 1e9
+        record["splittings"][name] = {
+            "groups": len(splits), "rows": sum(splits), "row_fill": row_fill(splits),
+            "ms": ms, "tflops": tflops, "ratio_to_dense": tflops / dense_tflops}
+    del fns
+    torch.cuda.empty_cache()
+    return record
+
+
+def summary_line(r: dict) -> str:
+    s = r["splittings"]
+    ratio = {k: v["ratio_to_dense"] for k, v in s.items()}
+    return (f"{r['case']:14s} {r['precision']:8s} {r['role']:5s} dense {r['dense_tflops']:6.0f}  "
+            + "  ".join(f"{k} {ratio[k]:.2f}" for k in SPLITTINGS)
+            + f"  | groups {ratio['uniform'] / ratio['one_group']:.2f}"
+            f"  distribution {ratio['skewed_tiles'] / ratio['uniform']:.2f}"
+            f"  fill {ratio['skewed'] / ratio['skewed_tiles']:.2f}"
+            f" (row fill {s['skewed']['row_fill']:.2f})")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    parser.add_argument("--roles", default=",".join(ROLES))
+    parser.add_argument("--precisions", default=",".join(PRECISIONS))
+    parser.add_argument("--kernel", default="", help="an sm90 kernel to force where it applies")
+    parser.add_argument("--out", default="")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=15)
+    args = parser.parse_args(argv)
+    roles = csv_list(args.roles, ROLES, "--roles")
+    precisions = csv_list(args.precisions, PRECISIONS, "--precisions")
+    cases = select_throughput_cases(load_cases(), True, csv_list(args.cases))
+    if not (torch.cuda.is_available() and grouped_linear.with_cuda):
+        print("group_probe: needs a GPU and a CUDA build of grouped_linear")
+        return 2
+    if args.kernel:
+        ops.set_kernel_override("cuda", ENGINE, args.kernel)  # refuses an unknown name
+    timer = CudaEventTimer(torch.device("cuda"))
+    records = []
+    for case in cases:
+        for precision in precisions:
+            for role in roles:
+                records.append(measure(case, precision, role, timer, args.warmup, args.reps))
+                print(summary_line(records[-1]), flush=True)
+    if args.out:
+        write_diagnostic(args.out, records, roles=roles, precisions=precisions,
+                         kernel_override=args.kernel)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

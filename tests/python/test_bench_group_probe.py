@@ -1,0 +1,59 @@
+"""bench.group_probe on the CPU: the five ways it splits a case's rows, and
+that each product it times is the grouped product of that splitting (the
+CPU engine runs the same calls the GPU probe times)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench import group_probe  # noqa: E402
+from bench.cases import ThroughputCase  # noqa: E402
+
+
+@pytest.mark.parametrize("G,T", [(128, 32768), (32, 8192), (8, 16384), (3, 40)])
+def test_splittings_keep_the_groups_and_fill_as_named(G, T):
+    s = group_probe.splittings(G, T)
+    assert list(s) == list(group_probe.SPLITTINGS)
+    assert s["one_group"] == [T]
+    for name in ("uniform", "skewed", "skewed_tiles", "uniform_64"):
+        assert len(s[name]) == G, name
+    assert sum(s["uniform"]) == sum(s["skewed"]) == T
+    assert all(m % 128 == 0 and m >= k for m, k in zip(s["skewed_tiles"], s["skewed"]))
+    assert group_probe.row_fill(s["skewed_tiles"]) == 1.0
+    if T // G % 128 == 0:  # the benchmark's cases: uniform groups are whole tiles
+        assert group_probe.row_fill(s["uniform"]) == 1.0
+        # every group's last tile half empty
+        assert group_probe.row_fill(s["uniform_64"]) == pytest.approx(1 - 64 / (T // G))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+@pytest.mark.parametrize("role", ["fwd", "dgrad"])
+def test_each_timed_product_is_the_grouped_product_of_its_splitting(precision, role):
+    case = ThroughputCase("tiny", G=3, K=32, N=16, T=40)
+    fns = group_probe.products(case, precision, role, torch.device("cpu"))
+    for name, splits in group_probe.splittings(case.G, case.T).items():
+        out = fns["ours"](splits)()
+        width = case.N if role == "fwd" else case.K
+        assert out.shape == (sum(splits), width), name
+        assert torch.isfinite(out.float()).all(), name
+        if precision == "bf16":  # against per-group products of the probe's operands
+            x = fns["operands"]["x" if role == "fwd" else "dy"]
+            w = fns["operands"]["w"]
+            row, parts = 0, []
+            for g, m in enumerate(splits):
+                a = x[row:row + m].double()
+                parts.append(a @ (w[g].double().t() if role == "fwd" else w[g].double()))
+                row += m
+            torch.testing.assert_close(out.double(), torch.cat(parts), rtol=2e-2, atol=2e-3)
+
+
+def test_group_probe_names_bad_roles_and_precisions():
+    with pytest.raises(SystemExit, match="--roles"):
+        group_probe.main(["--roles", "wgrad"])
+    with pytest.raises(SystemExit, match="--precisions"):
+        group_probe.main(["--precisions", "fp4"])
