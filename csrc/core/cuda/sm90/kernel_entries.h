@@ -82,7 +82,12 @@
 // mixtral rows there, +0.02..+0.08), the FP8 dgrad -0.04..+0.06 and
 // -0.10..+0.09, bf16's forward -0.07..+0.07 and -0.06..+0.09 (H100:
 // benchmarks/h100-2026-12-05-d75c52e-tune-*.json; H200, one run of 15
-// timings a kernel: h200-2026-12-06-f0723be-tune-*-widestore.json).
+// timings a kernel: h200-2026-12-06-f0723be-tune-*-widestore.json); the
+// fast-accumulation forward and dgrad on 128x128 pingpong tiles, whose
+// warpgroups each own a tile so that one's store runs beside the other's
+// MMAs; the forwards and dgrads on 128x256 cooperative tiles (promoting
+// and fast FP8, bf16) without the MMAs of rows past each group's end
+// (row_trimmed_mainloop.cuh). Both kinds untimed.
 // Candidates that lost were removed, with the run that decided:
 //  - the blockwise-scaled forward and dgrad on 128x256 tiles with the
 //    half-width promotion (written 2026-12-04; sources in commit dc4809a):
@@ -142,7 +147,15 @@
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)
+  X(forward_bf16_coop128x256_widestore)          \
+  X(forward_e4m3_bf16_fastping128x128)           \
+  X(dgrad_e5m2_bf16_fastping128x128)             \
+  X(forward_e4m3_bf16_halfcoop128x256_rowtrim)   \
+  X(dgrad_e5m2_bf16_halfcoop128x256_rowtrim)     \
+  X(forward_e4m3_bf16_fastcoop128x256_rowtrim)   \
+  X(dgrad_e5m2_bf16_fastcoop128x256_rowtrim)     \
+  X(forward_bf16_coop128x256_rowtrim)            \
+  X(dgrad_bf16_coop128x256_rowtrim)
 
 namespace grouped_linear::cuda::sm90 {
 
