@@ -289,12 +289,8 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   const std::vector<std::string> candidates = {
-      "wgrad_e5m2_bf16_fastcoop128x256",           "forward_e4m3_bf16_halfcoop128x256_widestore",
-      "dgrad_e5m2_bf16_halfcoop128x256_widestore", "forward_bf16_coop128x256_widestore",
-      "forward_e4m3_bf16_fastping128x128",         "dgrad_e5m2_bf16_fastping128x128",
-      "forward_e4m3_bf16_halfcoop128x256_rowtrim", "dgrad_e5m2_bf16_halfcoop128x256_rowtrim",
-      "forward_e4m3_bf16_fastcoop128x256_rowtrim", "dgrad_e5m2_bf16_fastcoop128x256_rowtrim",
-      "forward_bf16_coop128x256_rowtrim",          "dgrad_bf16_coop128x256_rowtrim"};
+      "wgrad_e5m2_bf16_fastcoop128x256", "forward_e4m3_bf16_halfcoop128x256_widestore",
+      "dgrad_e5m2_bf16_halfcoop128x256_widestore", "forward_bf16_coop128x256_widestore"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -326,17 +322,6 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
               "forward_e4m3_bf16_halfcoop128x256");
     EXPECT_EQ(pick(Role::kForward, kBf16, kBf16, sizes), "forward_bf16_coop128x256");
   }
-  // The fast 128x128 pingpong forward and dgrad likewise, where 128-row
-  // tiles are preferred.
-  for (const auto& sizes : {std::vector<int64_t>(8, 2048), long_groups}) {
-    EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes, false, true),
-              "forward_e4m3_bf16_fastcoop128x256");
-    EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes, false, true),
-              "dgrad_e5m2_bf16_fastcoop128x256");
-  }
-  set_kernel_override("forward_e4m3_bf16_fastping128x128");
-  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, long_groups, false, true),
-            "forward_e4m3_bf16_fastping128x128");
   set_kernel_override("forward_e4m3_bf16_halfcoop128x256_widestore");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, long_groups),
             "forward_e4m3_bf16_halfcoop128x256_widestore");

@@ -82,13 +82,21 @@
 // mixtral rows there, +0.02..+0.08), the FP8 dgrad -0.04..+0.06 and
 // -0.10..+0.09, bf16's forward -0.07..+0.07 and -0.06..+0.09 (H100:
 // benchmarks/h100-2026-12-05-d75c52e-tune-*.json; H200, one run of 15
-// timings a kernel: h200-2026-12-06-f0723be-tune-*-widestore.json); the
-// fast-accumulation forward and dgrad on 128x128 pingpong tiles, whose
-// warpgroups each own a tile so that one's store runs beside the other's
-// MMAs; the forwards and dgrads on 128x256 cooperative tiles (promoting
-// and fast FP8, bf16) without the MMAs of rows past each group's end
-// (row_trimmed_mainloop.cuh). Both kinds untimed.
+// timings a kernel: h200-2026-12-06-f0723be-tune-*-widestore.json).
 // Candidates that lost were removed, with the run that decided:
+//  - the forwards and dgrads on 128x256 cooperative tiles without the MMAs
+//    of a warpgroup whose 64 rows are all past its group's end (promoting
+//    and fast FP8, bf16; RowTrimmedMainloop, sources in commit 29610d7),
+//    the same bits as the production kernels. On one H100, against them:
+//    promoting FP8 -0.06..+0.02 of dense at 32-128 experts, fast FP8
+//    -0.11..-0.01, bf16 -0.10..-0.01; a tile whose second warpgroup has no
+//    rows took about as long with its MMAs left out as with them
+//    (benchmarks/h100-2026-12-06-29610d7-tune-candidates-*.json,
+//    -group-probe*.json);
+//  - the fast FP8 forward and dgrad on 128x128 pingpong tiles (same commit
+//    and runs): -0.03..+0.03 of dense against the better production fast
+//    kernel with uniform routing at 32-128 experts, -0.18..-0.04 with
+//    skewed routing, -0.41..-0.14 at 8 experts;
 //  - the blockwise-scaled forward and dgrad on 128x256 tiles with the
 //    half-width promotion (written 2026-12-04; sources in commit dc4809a):
 //    on the H200 the forward -0.15..+0.02 of dense against 128x128 (ahead
@@ -147,15 +155,7 @@
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)          \
-  X(forward_e4m3_bf16_fastping128x128)           \
-  X(dgrad_e5m2_bf16_fastping128x128)             \
-  X(forward_e4m3_bf16_halfcoop128x256_rowtrim)   \
-  X(dgrad_e5m2_bf16_halfcoop128x256_rowtrim)     \
-  X(forward_e4m3_bf16_fastcoop128x256_rowtrim)   \
-  X(dgrad_e5m2_bf16_fastcoop128x256_rowtrim)     \
-  X(forward_bf16_coop128x256_rowtrim)            \
-  X(dgrad_bf16_coop128x256_rowtrim)
+  X(forward_bf16_coop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
