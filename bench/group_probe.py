@@ -164,7 +164,11 @@ def main(argv=None) -> int:
         print("group_probe: needs a GPU and a CUDA build of grouped_linear")
         return 2
     if args.kernel:
-        ops.set_kernel_override("cuda", ENGINE, args.kernel)  # refuses an unknown name
+        built = ops.kernel_names("cuda", ENGINE)
+        if args.kernel not in built:
+            raise SystemExit(f"--kernel: got {args.kernel!r}, expected one of the built "
+                             f"{ENGINE} kernels: {', '.join(built)}")
+        ops.set_kernel_override("cuda", ENGINE, args.kernel)
     timer = CudaEventTimer(torch.device("cuda"))
     records = []
     for case in cases:

@@ -57,3 +57,11 @@ def test_group_probe_names_bad_roles_and_precisions():
         group_probe.main(["--roles", "wgrad"])
     with pytest.raises(SystemExit, match="--precisions"):
         group_probe.main(["--precisions", "fp4"])
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and group_probe.grouped_linear.with_cuda
+                         and torch.cuda.get_device_capability() == (9, 0)),
+                    reason="needs an sm_90 GPU and a CUDA build")
+def test_group_probe_names_an_unknown_kernel():
+    with pytest.raises(SystemExit, match="--kernel: got 'no_such_kernel'"):
+        group_probe.main(["--kernel", "no_such_kernel", "--cases", "qwen3_30b_fc1"])
