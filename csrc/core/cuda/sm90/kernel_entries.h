@@ -155,7 +155,15 @@
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)
+  X(forward_bf16_coop128x256_widestore)          \
+  X(wgrad_e5m2_bf16_halfcoop128x256_direct)      \
+  X(wgrad_e5m2_to_fp32_halfcoop128x256_direct)   \
+  X(wgrad_e5m2_bf16_fastcoop256x128_direct)      \
+  X(wgrad_bf16_coop256x128_direct)               \
+  X(dgrad_e5m2_bf16_halfcoop128x256_direct)      \
+  X(forward_e4m3_bf16_halfcoop128x256_direct)    \
+  X(forward_e4m3_bf16_fastcoop128x256_direct)    \
+  X(forward_bf16_coop128x256_direct)
 
 namespace grouped_linear::cuda::sm90 {
 
