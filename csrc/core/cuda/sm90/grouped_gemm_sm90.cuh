@@ -36,8 +36,6 @@ struct TileConfig {
   // dgrad/wgrad: whether the epilogue can read D back as C (beta = 1, for
   // main_grad accumulation); false frees the C staging in shared memory.
   static constexpr bool kReadsSource = true;
-  // Store from registers (direct_store_epilogue.cuh) instead of through TMA.
-  static constexpr bool kDirectStore = false;
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Int<TileK>>;
   using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::_1, cute::_1>;
@@ -60,7 +58,6 @@ struct BlockScaledTileConfig {
   static constexpr bool kBlockScaled = true;
   static constexpr bool kFastAccumulation = false;
   static constexpr bool kReadsSource = true;
-  static constexpr bool kDirectStore = false;
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::_128>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -198,30 +195,6 @@ using ScaleBiasFusion = cutlass::epilogue::fusion::Sm90EVT<
     cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, ElementOut*, float,
                                                 cute::Stride<cute::_0, cute::_1, cute::_0>>>;
 
-// Defined in direct_store_epilogue.cuh, which only the kernels that use it
-// include, so that editing it recompiles no other kernel.
-template <class ElementOut, class ElementC>
-class DirectStoreEpilogue;
-
-// The epilogue of one kernel: CUTLASS's TMA epilogue with the fusion, or
-// the direct store (direct_store_epilogue.cuh), which applies the same
-// fusion itself.
-template <bool DirectStore, class Config, class ElementC, class ElementOut, class LayoutD,
-          int AlignOut, class FusionOp>
-struct EpilogueFor {
-  using type = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
-      typename Config::ClusterShape, typename Config::EpilogueTile, float, float, ElementC,
-      LayoutD*, AlignOut, ElementOut, LayoutD*, AlignOut, typename Config::EpilogueSchedule,
-      FusionOp>::CollectiveOp;
-};
-template <class Config, class ElementC, class ElementOut, class LayoutD, int AlignOut,
-          class FusionOp>
-struct EpilogueFor<true, Config, ElementC, ElementOut, LayoutD, AlignOut, FusionOp> {
-  using type = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
-      DirectStoreEpilogue<ElementOut, ElementC>>;
-};
-
 template <Role R, class ElementA_, class ElementB_, class ElementOut_, class Config>
 struct GroupedGemm {
   using ElementA = ElementA_;
@@ -264,9 +237,11 @@ struct GroupedGemm {
   static constexpr bool kReadsSource = !kBiasEpilogue && Config::kReadsSource;
   using ElementC = std::conditional_t<kReadsSource, ElementOut, void>;
 
-  static constexpr bool kDirectStore = Config::kDirectStore;
-  using Epilogue = typename EpilogueFor<kDirectStore, Config, ElementC, ElementOut, LayoutD,
-                                        kAlignOut, FusionOp>::type;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape,
+      typename Config::ClusterShape, typename Config::EpilogueTile, float, float, ElementC,
+      LayoutD*, kAlignOut, ElementOut, LayoutD*, kAlignOut, typename Config::EpilogueSchedule,
+      FusionOp>::CollectiveOp;
 
   using Mainloop = typename ConfiguredMainloop<
       Config, typename MainloopFor<
@@ -572,7 +547,7 @@ struct GroupedGemmRunner {
     // alpha: 1, or per-tensor FP8's per-group factor read from arrays.alpha[g].
     float* const alpha_array = GG::kAlpha ? arrays.alpha : nullptr;
     const cute::Stride<cute::_0, cute::_0, int64_t> per_group{cute::_0{}, cute::_0{}, 1};
-    if constexpr (GG::kBiasEpilogue && !GG::kDirectStore) {
+    if constexpr (GG::kBiasEpilogue) {
       // {alpha, acc, bias row, alpha * acc + bias}; a null bias array adds nothing.
       args.epilogue.thread = {{{1.f}, {alpha_array}, {nullptr}, {per_group}},
                               {},
@@ -580,15 +555,12 @@ struct GroupedGemmRunner {
                               {}};
       args.epilogue.ptr_C = nullptr;
     } else {
-      // LinearCombination's arguments, or the direct store's (the same names).
-      auto& op = args.epilogue.thread;
-      op.alpha = 1.f;
-      op.beta = l.beta;
-      op.alpha_ptr = alpha_array;
-      op.dAlpha = per_group;
-      op.beta_ptr = nullptr;
-      if constexpr (GG::kDirectStore)
-        op.bias_ptr_array = GG::kBiasEpilogue && l.bias != nullptr ? arrays.ptr_bias : nullptr;
+      auto& fusion = args.epilogue.thread;
+      fusion.alpha = 1.f;
+      fusion.beta = l.beta;
+      fusion.alpha_ptr = alpha_array;
+      fusion.dAlpha = per_group;
+      fusion.beta_ptr = nullptr;
       if constexpr (GG::kReadsSource)
         args.epilogue.ptr_C = const_cast<const ElementOut**>(arrays.ptr_d);
       else

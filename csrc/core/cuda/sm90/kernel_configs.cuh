@@ -57,16 +57,6 @@ struct WideStoreConfig : Base {
   using EpilogueTile = cute::Shape<cute::_128, cute::Int<PieceN>>;
 };
 
-// Any configuration with the direct store (direct_store_epilogue.cuh): the
-// accumulators leave from registers, with no shared-memory staging, barriers
-// or store descriptors, so that the next tile's MMAs start at once. ReadsSource:
-// whether it can accumulate into D (beta = 1, main_grad).
-template <class Base, bool ReadsSource = false>
-struct DirectStoreConfig : Base {
-  static constexpr bool kDirectStore = true;
-  static constexpr bool kReadsSource = ReadsSource;
-};
-
 }  // namespace grouped_linear::cuda::sm90
 
 // Defines `KernelEntry fn()` for one role, operand and output types and

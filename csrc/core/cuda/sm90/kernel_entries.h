@@ -84,6 +84,18 @@
 // benchmarks/h100-2026-12-05-d75c52e-tune-*.json; H200, one run of 15
 // timings a kernel: h200-2026-12-06-f0723be-tune-*-widestore.json).
 // Candidates that lost were removed, with the run that decided:
+//  - the direct store (sources in commit 123ff57): an epilogue that wrote
+//    each thread's accumulators to global memory from registers (16-byte
+//    stores after an exchange within each quad of lanes; 8-byte pairs for
+//    float), with no shared-memory staging, barriers or store descriptors,
+//    on the production forwards, dgrad and wgrads. Correct (the float64
+//    checks passed) and slower everywhere on one H100: FP8 wgrad -0.23..
+//    -0.08 of dense at 32-128 experts (0.18-0.23 against 0.27-0.43), into
+//    a float32 main_grad 0.05 against 0.11-0.13, forward and dgrad
+//    -0.13..-0.04, bf16 wgrad -0.21..-0.12; at 8 experts up to -0.30
+//    (benchmarks/h100-2026-12-06-123ff57-tune-direct-{fp8,bf16}.json). The
+//    tile's writes leave faster through the TMA store than from registers;
+//    what bounds wgrad is not the staging;
 //  - the forwards and dgrads on 128x256 cooperative tiles without the MMAs
 //    of a warpgroup whose 64 rows are all past its group's end (promoting
 //    and fast FP8, bf16; RowTrimmedMainloop, sources in commit 29610d7),
@@ -155,15 +167,7 @@
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)          \
-  X(wgrad_e5m2_bf16_halfcoop128x256_direct)      \
-  X(wgrad_e5m2_to_fp32_halfcoop128x256_direct)   \
-  X(wgrad_e5m2_bf16_fastcoop256x128_direct)      \
-  X(wgrad_bf16_coop256x128_direct)               \
-  X(dgrad_e5m2_bf16_halfcoop128x256_direct)      \
-  X(forward_e4m3_bf16_halfcoop128x256_direct)    \
-  X(forward_e4m3_bf16_fastcoop128x256_direct)    \
-  X(forward_bf16_coop128x256_direct)
+  X(forward_bf16_coop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
