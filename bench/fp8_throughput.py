@@ -62,7 +62,7 @@ def quantize(t: torch.Tensor, dtype: torch.dtype):
 
 
 def columnwise(codes: torch.Tensor, splits: Sequence[int]) -> torch.Tensor:
-    """[T, C] -> [C, P], group g from column sum_{j<g} roundup(m_j, 16), zeros between."""
+    """[T, C] -> [C, P], group g from column sum_{j<g} roundup(m_j, GROUP_ALIGN), zeros between."""
     groups, rows = len(splits), codes.shape[0]
     width = -(-(rows + (GROUP_ALIGN - 1) * groups) // GROUP_ALIGN) * GROUP_ALIGN
     out = torch.zeros(codes.shape[1], width, dtype=torch.uint8, device=codes.device)

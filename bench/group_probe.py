@@ -1,6 +1,7 @@
-"""Where the forward and dgrad lose to dense at 32-128 experts.
+"""Where the grouped GEMMs lose to dense: the forward and dgrad at 32-128
+experts, wgrad with many experts or skewed routing.
 
-    python -m bench.group_probe [--cases a,b] [--roles fwd,dgrad]
+    python -m bench.group_probe [--cases a,b] [--roles fwd,dgrad,wgrad]
                                 [--precisions fp8,fp8_fast,bf16] [--kernel NAME] [--out F]
 
 At 8 experts our forward and dgrad run at 0.86-1.04 of one dense GEMM of
@@ -28,7 +29,12 @@ the other products keep the automatic choice). Each figure is TFLOP/s
 over the rows actually routed and its ratio to dense; the row fill is the
 routed rows over the 128-row tiles that cover them. one_group / dense is
 the kernel, uniform / one_group the groups, skewed_tiles / uniform the
-distribution, skewed / skewed_tiles the partly filled tiles.
+distribution, skewed / skewed_tiles the partly filled tiles. For wgrad
+(on the FP8 column-wise copies of each splitting) the rows are each
+group's reduction: one_group writes one N x K gradient where the others
+write G, so uniform / one_group is what G outputs cost, and skewed /
+skewed_tiles what each group's partly filled last 128-deep k-block
+costs.
 A diagnostic beside `python -m bench`, not one of its sections; on a GPU
 only.
 """
@@ -50,7 +56,7 @@ from .throughput import DY_SCALE, W_SCALE, X_SCALE
 from .timing import CudaEventTimer, median_ms
 
 PRECISIONS = ("fp8", "fp8_fast", "bf16")
-ROLES = ("fwd", "dgrad")
+ROLES = ("fwd", "dgrad", "wgrad")
 ENGINE = "sm90_grouped"
 SPLITTINGS = ("one_group", "uniform", "skewed", "skewed_tiles", "uniform_64")
 TILE_ROWS = 128
@@ -94,6 +100,8 @@ def products(case, precision: str, role: str, device) -> Dict[str, Callable]:
             t, g = sum(splits), len(splits)
             if role == "fwd":
                 return lambda: ops.forward(x[:t], w[:g], None, splits)
+            if role == "wgrad":
+                return lambda: ops.wgrad(dy[:t], x[:t], splits)[0]
             return lambda: ops.dgrad(dy[:t], w[:g], splits)
         return {"ours": ours, "dense": peers.dense_product(role, x[:case.T], w, dy[:case.T]),
                 "operands": {"x": x, "dy": dy, "w": w}}
@@ -111,6 +119,10 @@ def products(case, precision: str, role: str, device) -> Dict[str, Callable]:
         if role == "fwd":
             return lambda: ops.fp8_forward(xq[:t], sx, wq[:g], sw[:g], None, splits,
                                            split_accumulator=split)
+        if role == "wgrad":  # the splitting's column-wise copies, made before timing
+            dyq_t, xq_t = fp8.columnwise(dyq[:t], splits), fp8.columnwise(xq[:t], splits)
+            return lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, t,
+                                         split_accumulator=split)
         return lambda: ops.fp8_dgrad(dyq[:t], sdy, wq_t[:g], sw[:g], splits,
                                      split_accumulator=split)
     return {"ours": ours, "dense": fp8.dense_fp8(role, case, device, fast=not split)}

@@ -119,7 +119,9 @@ def fp8_wgrad(grad_output_t: torch.Tensor, grad_output_scale_inv: torch.Tensor,
               out_dtype: torch.dtype = torch.bfloat16, engine: str = "",
               split_accumulator: bool = True) -> torch.Tensor:
     """FP8 wgrad on the column-wise copies grad_output_t [N, P] and inp_t [K, P]
-    (group g's rows in columns starting at sum_{j<g} roundup(m_j, 16)).
+    (group g's rows in columns starting at sum_{j<g} roundup(m_j, GROUP_ALIGN),
+    _C.fp8.GROUP_ALIGN = 32, with zeros in the columns between, as the
+    quantizers write them: the sm90 kernels read them as part of the group).
     dw_g = dy_g.T @ x_g, added to `out` when accumulate. Scales per-tensor ([1]
     each) or blockwise: [N, C] and [K, C] with C = ceil(T/128) + G, group g's
     1x128 blocks (restarting at its first row) from column

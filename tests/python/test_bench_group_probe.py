@@ -32,29 +32,37 @@ def test_splittings_keep_the_groups_and_fill_as_named(G, T):
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
-@pytest.mark.parametrize("role", ["fwd", "dgrad"])
+@pytest.mark.parametrize("role", ["fwd", "dgrad", "wgrad"])
 def test_each_timed_product_is_the_grouped_product_of_its_splitting(precision, role):
     case = ThroughputCase("tiny", G=3, K=32, N=16, T=40)
     fns = group_probe.products(case, precision, role, torch.device("cpu"))
     for name, splits in group_probe.splittings(case.G, case.T).items():
         out = fns["ours"](splits)()
-        width = case.N if role == "fwd" else case.K
-        assert out.shape == (sum(splits), width), name
+        if role == "wgrad":
+            assert out.shape == (len(splits), case.N, case.K), name
+        else:
+            width = case.N if role == "fwd" else case.K
+            assert out.shape == (sum(splits), width), name
         assert torch.isfinite(out.float()).all(), name
         if precision == "bf16":  # against per-group products of the probe's operands
-            x = fns["operands"]["x" if role == "fwd" else "dy"]
-            w = fns["operands"]["w"]
+            operands = fns["operands"]
             row, parts = 0, []
             for g, m in enumerate(splits):
-                a = x[row:row + m].double()
-                parts.append(a @ (w[g].double().t() if role == "fwd" else w[g].double()))
+                x = operands["x"][row:row + m].double()
+                dy = operands["dy"][row:row + m].double()
+                w = operands["w"][g].double()
+                parts.append({"fwd": x @ w.t(), "dgrad": dy @ w, "wgrad": (dy.t() @ x)[None]}[role])
                 row += m
             torch.testing.assert_close(out.double(), torch.cat(parts), rtol=2e-2, atol=2e-3)
+        elif role == "wgrad":  # FP8: a group with no rows has a zero gradient
+            for g, m in enumerate(splits):
+                if m == 0:
+                    assert torch.count_nonzero(out[g]) == 0, name
 
 
 def test_group_probe_names_bad_roles_and_precisions():
     with pytest.raises(SystemExit, match="--roles"):
-        group_probe.main(["--roles", "wgrad"])
+        group_probe.main(["--roles", "wgrad_main_grad"])
     with pytest.raises(SystemExit, match="--precisions"):
         group_probe.main(["--precisions", "fp4"])
 

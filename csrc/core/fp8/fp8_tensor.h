@@ -11,9 +11,10 @@
 //
 // Column-wise copies of activations put each group's rows into columns that
 // start at a multiple of kGroupAlign (zero-filled in between), so every
-// group's K-range of the wgrad GEMM starts 16-byte aligned, as TMA needs,
-// whatever the group sizes. Scales are always fp32 `scale_inv` (dequantize =
-// code * scale_inv).
+// group's K-range of the wgrad GEMM starts aligned, as TMA needs, whatever
+// the group sizes; the sm90 wgrad reads each group's zero padding as part of
+// its K-range (grouped_gemm_sm90.cuh), so the padding must be zeros.
+// Scales are always fp32 `scale_inv` (dequantize = code * scale_inv).
 #pragma once
 
 #include <cstdint>
@@ -26,10 +27,13 @@ namespace grouped_linear::fp8 {
 // Group starts in column-wise copies are multiples of this many columns
 // (bytes): at least TMA's 16-byte address alignment, and a divisor of the
 // quantizer's 128-row tiles, whose last one in a group is zero-filled up to
-// it. The one place it is set: the quantizers (CPU and CUDA), the sm90 wgrad
-// setup, the op's meta shapes and the tests (through _C.fp8.GROUP_ALIGN)
-// read it from here.
-constexpr int64_t kGroupAlign = 16;
+// it. 32, not 16: the sm90 FP8 wgrad runs each group's reduction over its
+// rows rounded up to this, and with extents of an odd multiple of 16 bytes
+// its loads ran slower, x0.72-0.75 at mixtral's skewed routing on an H100
+// (benchmarks/reading.md, 2026-12-06). The one place it is set: the
+// quantizers (CPU and CUDA), the sm90 wgrad setup, the op's meta shapes and
+// the tests (through _C.fp8.GROUP_ALIGN) read it from here.
+constexpr int64_t kGroupAlign = 32;
 static_assert(kGroupAlign >= 16 && 128 % kGroupAlign == 0,
               "group starts: 16-byte aligned, dividing a 128-row tile");
 

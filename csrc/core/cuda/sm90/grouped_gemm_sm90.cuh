@@ -433,7 +433,12 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
     } else {
       gm = n, gn = k, gk = m;
       // 16-bit: dY_g and X_g start at row `begin`; FP8: the column-wise
-      // copies dYᵀ and Xᵀ, where group g starts at column padded_begins[g].
+      // copies dYᵀ and Xᵀ, where group g starts at column padded_begins[g]
+      // and its reduction runs over its zero padding too, up to a multiple
+      // of kGroupAlign (32 bytes): the same sums, and loads whose extent is
+      // not an odd multiple of 16 bytes, which TMA reads more slowly.
+      if constexpr (GG::kPaddedGroups)
+        gk = (m + GG::kGroupAlign - 1) / GG::kGroupAlign * GG::kGroupAlign;
       const int64_t at = GG::kPaddedGroups ? padded_begins[g] : begin;
       const int64_t a_step = GG::kPaddedGroups ? 1 : n, b_step = GG::kPaddedGroups ? 1 : k;
       out.ptr_a[g] = a + at * a_step;
