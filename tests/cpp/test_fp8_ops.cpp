@@ -217,6 +217,18 @@ TEST(Fp8OpsActivation, LayoutsAndBitsMatchTheReference) {
         }
 }
 
+// The column-wise copy's groups start at multiples of 32 columns, zeros in
+// between: the sm90 FP8 wgrad runs each group's reduction over its padding
+// up to the next multiple of 32 (extents of an odd multiple of 16 bytes
+// load slowly), so a group of m rows owns round_up(m, 32) columns, zero past
+// m (which run_activation_case checks for every case).
+TEST(Fp8OpsActivation, ColumnwiseGroupsStartAtMultiplesOf32) {
+  EXPECT_EQ(fp8::kGroupAlign, 32);
+  const Layout l = layout_of({5, 17, 0, 33, 32, 48});
+  EXPECT_EQ(l.column, (std::vector<int64_t>{0, 32, 64, 64, 128, 160, 224}));
+  EXPECT_EQ(fp8::padded_columns(135, 6), 352);  // room for any 6 groups of 135 rows
+}
+
 // NaN and Inf inputs: codes saturate (Inf -> max) or stay NaN, NaN reaches
 // the recorded amax, blocks holding them keep scale 1.
 TEST(Fp8OpsActivation, SpecialValues) {
