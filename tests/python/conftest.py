@@ -28,14 +28,25 @@ library's own rounding and accumulation are measured):
   accumulation and still catches any wrong row, group or operand.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 import zlib
 
-import pytest
-import torch
+# torch.compile's on-disk caches key a compiled graph on the graph, not on
+# this extension's build, so one left by an older build (whose ops' meta
+# shapes differed: the FP8 column-wise copies' width, say) would run stale
+# code. Each test session compiles into a fresh cache of its own.
+_INDUCTOR_CACHE = tempfile.mkdtemp(prefix="gl_test_inductor_")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = _INDUCTOR_CACHE
+atexit.register(shutil.rmtree, _INDUCTOR_CACHE, ignore_errors=True)
 
-import grouped_linear
-from grouped_linear import ops
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import grouped_linear  # noqa: E402
+from grouped_linear import ops  # noqa: E402
 
 TOLERANCE = {
     torch.float32: 1e-5,
