@@ -29,7 +29,7 @@ namespace grouped_linear::fp8 {
 // quantizer's 128-row tiles, whose last one in a group is zero-filled up to
 // it. 32, not 16: the sm90 FP8 wgrad runs each group's reduction over its
 // rows rounded up to this, and with extents of an odd multiple of 16 bytes
-// its loads ran slower, x0.72-0.75 at mixtral's skewed routing on an H100
+// its loads ran slower, x0.72-0.76 at mixtral's skewed routing on an H100
 // (benchmarks/reading.md, 2026-12-06). The one place it is set: the
 // quantizers (CPU and CUDA), the sm90 wgrad setup, the op's meta shapes and
 // the tests (through _C.fp8.GROUP_ALIGN) read it from here.
