@@ -3,6 +3,7 @@ experts, wgrad with many experts or skewed routing.
 
     python -m bench.group_probe [--cases a,b] [--roles fwd,dgrad,wgrad]
                                 [--precisions fp8,fp8_fast,bf16] [--kernel NAME] [--out F]
+                                [--splittings a,b] [--tile-orders auto,along_m,...] [--profile]
 
 At 8 experts our forward and dgrad run at 0.86-1.04 of one dense GEMM of
 the same M, N, K; at 32-128 experts at 0.58-0.85 (BENCHMARKS.md). This
@@ -35,6 +36,16 @@ group's reduction: one_group writes one N x K gradient where the others
 write G, so uniform / one_group is what G outputs cost, and skewed /
 skewed_tiles what each group's partly filled last 128-deep k-block
 costs.
+--tile-orders runs each splitting under each of the sm90 engine's tile
+orders (ops.set_tile_order; "auto", the default, is its automatic choice),
+one record each. --profile times nothing: it runs dense and each splitting
+once, after warmup, between cudaProfilerStart and Stop in an NVTX range
+"case:role:precision:splitting[@order]", for Nsight Compute:
+
+    ncu --profile-from-start off --nvtx --clock-control none --section SpeedOfLight \
+        python -m bench.group_probe --profile --cases qwen3_30b_fc1 --roles fwd \
+        --precisions fp8 --splittings one_group,uniform
+
 A diagnostic beside `python -m bench`, not one of its sections; on a GPU
 only.
 """
@@ -50,7 +61,7 @@ from grouped_linear import ops
 
 from . import fp8_throughput as fp8
 from . import peers
-from .cases import csv_list, load_cases, make_splits, select_throughput_cases
+from .cases import TILE_ORDERS, csv_list, load_cases, make_splits, select_throughput_cases
 from .report import write_diagnostic
 from .throughput import DY_SCALE, W_SCALE, X_SCALE
 from .timing import CudaEventTimer, median_ms
@@ -59,6 +70,7 @@ PRECISIONS = ("fp8", "fp8_fast", "bf16")
 ROLES = ("fwd", "dgrad", "wgrad")
 ENGINE = "sm90_grouped"
 SPLITTINGS = ("one_group", "uniform", "skewed", "skewed_tiles", "uniform_64")
+ORDERS = ("auto",) + TILE_ORDERS  # "auto": the engine's automatic order
 TILE_ROWS = 128
 
 
@@ -129,35 +141,88 @@ def products(case, precision: str, role: str, device) -> Dict[str, Callable]:
     return {"ours": ours, "dense": fp8.dense_fp8(role, case, device, fast=not split)}
 
 
-def measure(case, precision: str, role: str, timer, warmup: int, reps: int) -> dict:
+class tile_order:
+    """The sm90 engine's tile order for a block ("auto": its automatic one),
+    restored to the automatic one however the block ends."""
+
+    def __init__(self, order: str):
+        self.order = order
+
+    def __enter__(self):
+        ops.set_tile_order("cuda", ENGINE, "" if self.order == "auto" else self.order)
+
+    def __exit__(self, *exc):
+        ops.set_tile_order("cuda", ENGINE, "")
+
+
+def measure(case, precision: str, role: str, timer, warmup: int, reps: int,
+            names: Sequence[str] = SPLITTINGS, order: str = "auto") -> dict:
     device = torch.device("cuda")
     fns = products(case, precision, role, device)
     dense_ms = median_ms(timer, fns["dense"], warmup, reps)
     dense_tflops = case.flops() / dense_ms / 1e9
     record = {"case": case.name, "G": case.G, "K": case.K, "N": case.N, "T": case.T,
-              "precision": precision, "role": role, "dense_ms": dense_ms,
+              "precision": precision, "role": role, "tile_order": order, "dense_ms": dense_ms,
               "dense_tflops": dense_tflops, "splittings": {}}
-    for name, splits in splittings(case.G, case.T).items():
-        fn = fns["ours"](splits)
-        ms = median_ms(timer, fn, warmup, reps)
-        tflops = 2 * sum(splits) * case.K * case.N / ms / 1e9
-        record["splittings"][name] = {
-            "groups": len(splits), "rows": sum(splits), "row_fill": row_fill(splits),
-            "ms": ms, "tflops": tflops, "ratio_to_dense": tflops / dense_tflops}
+    every = splittings(case.G, case.T)
+    with tile_order(order):
+        for name in names:
+            splits = every[name]
+            fn = fns["ours"](splits)
+            ms = median_ms(timer, fn, warmup, reps)
+            tflops = 2 * sum(splits) * case.K * case.N / ms / 1e9
+            record["splittings"][name] = {
+                "groups": len(splits), "rows": sum(splits), "row_fill": row_fill(splits),
+                "ms": ms, "tflops": tflops, "ratio_to_dense": tflops / dense_tflops}
     del fns
     torch.cuda.empty_cache()
     return record
 
 
+def profile(case, precision: str, role: str, warmup: int, names: Sequence[str],
+            orders: Sequence[str]) -> List[str]:
+    """Dense and each splitting once under each order, each between
+    cudaProfilerStart and Stop in its own NVTX range; returns the ranges."""
+    fns = products(case, precision, role, torch.device("cuda"))
+    every = splittings(case.G, case.T)
+    runs = [(f"{case.name}:{role}:{precision}:dense", "auto", fns["dense"])]
+    runs += [(f"{case.name}:{role}:{precision}:{name}" + ("" if order == "auto" else f"@{order}"),
+              order, fns["ours"](every[name])) for order in orders for name in names]
+    for label, order, fn in runs:
+        with tile_order(order):
+            for _ in range(warmup):
+                fn()
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_push(label)
+            torch.cuda.profiler.start()
+            fn()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+            torch.cuda.nvtx.range_pop()
+    labels = [label for label, _, _ in runs]
+    del fns, runs
+    torch.cuda.empty_cache()
+    return labels
+
+
 def summary_line(r: dict) -> str:
+    """Each splitting's ratio to dense, then the factors whose splittings ran."""
     s = r["splittings"]
     ratio = {k: v["ratio_to_dense"] for k, v in s.items()}
-    return (f"{r['case']:14s} {r['precision']:8s} {r['role']:5s} dense {r['dense_tflops']:6.0f}  "
-            + "  ".join(f"{k} {ratio[k]:.2f}" for k in SPLITTINGS)
-            + f"  | groups {ratio['uniform'] / ratio['one_group']:.2f}"
-            f"  distribution {ratio['skewed_tiles'] / ratio['uniform']:.2f}"
-            f"  fill {ratio['skewed'] / ratio['skewed_tiles']:.2f}"
-            f" (row fill {s['skewed']['row_fill']:.2f})")
+    order = r.get("tile_order", "auto")
+    line = (f"{r['case']:14s} {r['precision']:8s} {r['role']:5s}"
+            + ("" if order == "auto" else f" @{order}")
+            + f" dense {r['dense_tflops']:6.0f}  "
+            + "  ".join(f"{k} {ratio[k]:.2f}" for k in SPLITTINGS if k in ratio))
+    factors = [("groups", "uniform", "one_group"), ("distribution", "skewed_tiles", "uniform"),
+               ("fill", "skewed", "skewed_tiles")]
+    shown = [f"{name} {ratio[a] / ratio[b]:.2f}" for name, a, b in factors
+             if a in ratio and b in ratio and ratio[b] > 0]
+    if shown:
+        line += "  | " + "  ".join(shown)
+    if "skewed" in s:
+        line += f" (row fill {s['skewed']['row_fill']:.2f})"
+    return line
 
 
 def main(argv=None) -> int:
@@ -165,13 +230,20 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     parser.add_argument("--roles", default=",".join(ROLES))
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
+    parser.add_argument("--splittings", default=",".join(SPLITTINGS))
+    parser.add_argument("--tile-orders", default="auto",
+                        help=f"comma-separated sm90 tile orders, of {', '.join(ORDERS)}")
     parser.add_argument("--kernel", default="", help="an sm90 kernel to force where it applies")
+    parser.add_argument("--profile", action="store_true",
+                        help="run each product once for a profiler instead of timing it")
     parser.add_argument("--out", default="")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=15)
     args = parser.parse_args(argv)
     roles = csv_list(args.roles, ROLES, "--roles")
     precisions = csv_list(args.precisions, PRECISIONS, "--precisions")
+    names = csv_list(args.splittings, SPLITTINGS, "--splittings")
+    orders = csv_list(args.tile_orders, ORDERS, "--tile-orders")
     cases = select_throughput_cases(load_cases(), True, csv_list(args.cases))
     if not (torch.cuda.is_available() and grouped_linear.with_cuda):
         print("group_probe: needs a GPU and a CUDA build of grouped_linear")
@@ -187,11 +259,17 @@ def main(argv=None) -> int:
     for case in cases:
         for precision in precisions:
             for role in roles:
-                records.append(measure(case, precision, role, timer, args.warmup, args.reps))
-                print(summary_line(records[-1]), flush=True)
-    if args.out:
+                if args.profile:
+                    for label in profile(case, precision, role, args.warmup, names, orders):
+                        print("profiled", label, flush=True)
+                    continue
+                for order in orders:
+                    records.append(measure(case, precision, role, timer, args.warmup, args.reps,
+                                           names, order))
+                    print(summary_line(records[-1]), flush=True)
+    if args.out and not args.profile:
         write_diagnostic(args.out, records, roles=roles, precisions=precisions,
-                         kernel_override=args.kernel)
+                         splittings=names, tile_orders=orders, kernel_override=args.kernel)
     return 0
 
 

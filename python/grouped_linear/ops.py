@@ -66,9 +66,10 @@ def set_kernel_override(device_type: str, engine: str, kernel: str) -> None:
 
 def set_tile_order(device_type: str, engine: str, order: str) -> None:
     """For tuning: the order in which `engine`'s CTAs walk each group's output
-    tiles, "along_m" (the automatic choice), "along_n" or "shorter_side"
-    (CUTLASS's rule for single GEMMs); '' restores the automatic one. Engines
-    without a tile scheduler accept only ''."""
+    tiles, "along_m", "along_n" or "shorter_side" (CUTLASS's rule for single
+    GEMMs); '' restores the automatic one (wgrad along the shorter side, the
+    forward and dgrad along M unless each group's rows are at least twice the
+    output's columns). Engines without a tile scheduler accept only ''."""
     _C.set_tile_order(device_type, engine, order)
 
 

@@ -55,21 +55,30 @@ TEST(Sm90TileOrder, ShorterSideFollowsEachRolesTileGrid) {
   EXPECT_FALSE(shorter_side_is_n(wide, launch(Role::kForward, 0, 0, 2048, 512)));
 }
 
-TEST(Sm90TileOrder, AutomaticIsTheShorterSideForWgradAndAlongMElsewhere) {
+TEST(Sm90TileOrder, AutomaticIsTheShorterSideForWgradAndAlongNForTallGroups) {
   TileOrderGuard guard;
   const KernelEntry wide = tile(128, 256);
   const GroupedLaunch tall = launch(Role::kWgrad, 8, 16384, 28672, 4096);  // shorter side: N
   const GroupedLaunch flat = launch(Role::kWgrad, 8, 16384, 4096, 14336);  // shorter side: M
   EXPECT_TRUE(raster_along_n(wide, tall));
   EXPECT_FALSE(raster_along_n(wide, flat));
-  // The forward and dgrad walk along M even where the shorter side is N:
-  // mixtral fc2's forward (16 x 16 tiles) and one large group.
+  // The forward and dgrad walk along M where the shorter side is N but the
+  // groups' rows are less than twice the output's columns: mixtral fc2's
+  // forward (16 x 16 tiles: 2048 rows a group, 4096 columns).
   const GroupedLaunch square = launch(Role::kForward, 8, 16384, 4096, 14336);
-  const GroupedLaunch single = launch(Role::kDgrad, 1, 16384, 14336, 2048);
   ASSERT_TRUE(shorter_side_is_n(wide, square));
-  ASSERT_TRUE(shorter_side_is_n(wide, single));
   EXPECT_FALSE(raster_along_n(wide, square));
-  EXPECT_FALSE(raster_along_n(wide, single));
+  // From twice on, along N: one group of 16384 rows into 8192 columns
+  // (the forward's out_features) or 2048 (dgrad's in_features), not 16383.
+  EXPECT_TRUE(raster_along_n(wide, launch(Role::kForward, 1, 16384, 8192, 14336)));
+  EXPECT_FALSE(raster_along_n(wide, launch(Role::kForward, 1, 16383, 8192, 14336)));
+  EXPECT_TRUE(raster_along_n(wide, launch(Role::kDgrad, 1, 16384, 14336, 2048)));
+  EXPECT_FALSE(raster_along_n(wide, launch(Role::kDgrad, 1, 16384, 2048, 14336)));
+  // The average rows decide: qwen3 fc1's rows as 128 experts of 256 rows
+  // walk along M, as one group along N; no rows, along M.
+  EXPECT_FALSE(raster_along_n(wide, launch(Role::kForward, 128, 32768, 1536, 2048)));
+  EXPECT_TRUE(raster_along_n(wide, launch(Role::kForward, 1, 32768, 1536, 2048)));
+  EXPECT_FALSE(raster_along_n(wide, launch(Role::kForward, 0, 0, 2048, 512)));
   set_tile_order("along_m");
   EXPECT_FALSE(raster_along_n(wide, tall));
   set_tile_order("along_n");

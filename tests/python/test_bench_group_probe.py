@@ -73,3 +73,52 @@ def test_group_probe_names_bad_roles_and_precisions():
 def test_group_probe_names_an_unknown_kernel():
     with pytest.raises(SystemExit, match="--kernel: got 'no_such_kernel'"):
         group_probe.main(["--kernel", "no_such_kernel", "--cases", "qwen3_30b_fc1"])
+
+
+def test_group_probe_names_bad_splittings_and_tile_orders():
+    with pytest.raises(SystemExit, match="--splittings"):
+        group_probe.main(["--splittings", "one_group,halves"])
+    with pytest.raises(SystemExit, match="--tile-orders"):
+        group_probe.main(["--tile-orders", "auto,diagonal"])
+
+
+def test_tile_order_block_restores_the_automatic_order(monkeypatch):
+    calls = []
+    monkeypatch.setattr(group_probe.ops, "set_tile_order", lambda *a: calls.append(a))
+    with group_probe.tile_order("auto"):
+        pass
+    with pytest.raises(RuntimeError):
+        with group_probe.tile_order("along_n"):
+            raise RuntimeError("a failed launch")
+    engine = group_probe.ENGINE
+    assert calls == [("cuda", engine, ""), ("cuda", engine, ""),
+                     ("cuda", engine, "along_n"), ("cuda", engine, "")]
+
+
+def test_summary_line_shows_the_factors_of_the_splittings_that_ran():
+    def record(ratios, order="auto"):
+        return {"case": "c", "precision": "fp8", "role": "fwd", "tile_order": order,
+                "dense_tflops": 1000.0,
+                "splittings": {k: {"ratio_to_dense": v, "row_fill": 0.5} for k, v in ratios.items()}}
+    line = group_probe.summary_line(record({"one_group": 0.8, "uniform": 0.6}, "along_n"))
+    assert "@along_n" in line and "one_group 0.80" in line and "groups 0.75" in line
+    assert "fill" not in line and "distribution" not in line and "skewed" not in line
+    full = group_probe.summary_line(record({"one_group": 0.8, "uniform": 0.6, "skewed": 0.4,
+                                            "skewed_tiles": 0.5, "uniform_64": 0.5}))
+    assert "@" not in full
+    assert "groups 0.75" in full and "distribution 0.83" in full and "fill 0.80" in full
+    assert "(row fill 0.50)" in full
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and group_probe.grouped_linear.with_cuda
+                         and torch.cuda.get_device_capability() == (9, 0)),
+                    reason="needs an sm_90 GPU and a CUDA build")
+def test_group_probe_profile_runs_each_product_once_in_its_range(capsys):
+    assert group_probe.main(["--profile", "--cases", "dsv3_ep8_fc2", "--roles", "fwd",
+                             "--precisions", "bf16", "--splittings", "one_group,uniform",
+                             "--tile-orders", "auto,along_n", "--warmup", "1"]) == 0
+    printed = [line.split()[-1] for line in capsys.readouterr().out.splitlines()
+               if line.startswith("profiled")]
+    assert printed == ["dsv3_ep8_fc2:fwd:bf16:dense", "dsv3_ep8_fc2:fwd:bf16:one_group",
+                       "dsv3_ep8_fc2:fwd:bf16:uniform", "dsv3_ep8_fc2:fwd:bf16:one_group@along_n",
+                       "dsv3_ep8_fc2:fwd:bf16:uniform@along_n"]

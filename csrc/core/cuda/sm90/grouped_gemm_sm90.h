@@ -168,7 +168,7 @@ void set_kernel_override(const std::string& name);
 // Which way the CTAs walk a group's output tiles (tile_order.cpp): along M
 // (CUTLASS's default for grouped problems), along N, or along the shorter
 // side of the tile grid (CUTLASS's rule for single GEMMs); automatic: wgrad
-// along the shorter side, the forward and dgrad along M.
+// along the shorter side, the forward and dgrad along M but for tall groups.
 enum class TileOrder { kAlongM, kAlongN, kShorterSide };
 bool shorter_side_is_n(const KernelEntry& kernel, const GroupedLaunch& launch);
 // The order a launch of `kernel` takes under the current setting.
