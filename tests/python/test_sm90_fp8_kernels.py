@@ -617,3 +617,45 @@ def test_fp16_and_fp32_layers_run_fp8_kernels(dtype, recipe):
     for role in ("forward", "dgrad", "wgrad"):
         pattern = rf"{role}: FP8 sm90_grouped kernel {role}_e[45]m[23]_{out}{block}_"
         assert re.search(pattern, log), f"no {pattern!r} in the log:\n{log}"
+
+
+# ---- wgrad split along its reduction ----------------------------------------
+
+# Few output tiles over long reductions: the engine splits each group's rows
+# into pieces (sm90/split_reduction.h: here 4, 2 and 2 pieces), a float32
+# wgrad kernel writes each piece's gradient and one pass sums them
+# (sum_partials.cu). Same float64 reference, guarded NaN-poisoned outputs,
+# an empty group in the third case; tolerances as above (the pieces' kernels
+# promote, so the fp32 bound holds for fast accumulation too).
+SPLIT_CASES = [(1, 8192, 512, 256), (2, 12000, 144, 208), (3, 16000, 272, 80)]
+
+
+@pytest.mark.parametrize("split_accumulator", [True, False], ids=["split", "fast"])
+@pytest.mark.parametrize("dtype", OUTPUTS, ids=OUTPUT_IDS)
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=[f"G{g}-T{t}-K{k}-N{n}"
+                                                   for g, t, k, n in SPLIT_CASES])
+def test_wgrad_split_along_its_reduction_matches_reference(case, dtype, split_accumulator, gen):
+    if not _sm90_available():
+        pytest.skip("needs an sm_90 GPU")
+    groups, rows, k, n = case
+    splits = make_splits(gen, rows, groups, "random_with_zeros")
+    dy, x = codes(gen, (rows, n), "e5m2"), codes(gen, (rows, k), "e4m3")
+    sdy, sx = scales(gen, 1), scales(gen, 1)
+    ref = torch.stack([f64(dyg, sdy).T @ f64(xg, sx)
+                       for dyg, xg in zip(dy.split(splits), x.split(splits))])
+    dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
+    what = f"split wgrad G{groups} T{rows} into {dtype}"
+    out, guards_intact = guarded_output((groups, n, k), dtype)
+    ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, rows, out=out, split_accumulator=split_accumulator,
+                  engine=ENGINE)
+    check_output(what, out, guards_intact, ref)
+    prior = torch.randn(groups, n, k, generator=gen).to("cuda", dtype)
+    buffer = prior.clone()
+    ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, rows, out=buffer, accumulate=True,
+                  split_accumulator=split_accumulator, engine=ENGINE)
+    assert_close_rel(buffer, prior.to("cpu", torch.float64) + ref, dtype, f"{what}, accumulated",
+                     tol=out_tolerance(dtype))
+    for g, m in enumerate(splits):
+        if m == 0:
+            assert torch.count_nonzero(out[g]) == 0, f"{what}: empty group {g} not zero"
+            assert torch.equal(buffer[g], prior[g]), f"{what}: empty group {g} changed"

@@ -4,6 +4,11 @@ problem, so each must be right on its own: random group sizes with empty
 groups, K and N that are not multiples of the tile, host and device m_splits,
 NaN-poisoned outputs, and the CTAs walking the tiles along M and along N."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
@@ -130,3 +135,65 @@ def test_tile_orders_are_checked():
             ops.set_tile_order("cuda", ENGINE, "diagonal")
     finally:
         ops.set_tile_order("cuda", ENGINE, "")
+
+
+# Few output tiles over long reductions: the engine splits each group's rows
+# into pieces (sm90/split_reduction.h: here 4, 2 and 2 pieces), a float32
+# wgrad kernel writes each piece's gradient and one pass sums them into the
+# output's dtype (sum_partials.cu); an empty group in the third case.
+SPLIT_CASES = [(1, 8192, 512, 256), (2, 12000, 136, 200), (3, 16000, 264, 72)]
+
+
+@pytest.mark.skipif(not _sm90_available(), reason="needs an sm_90 GPU")
+@pytest.mark.parametrize("dtype_name", sorted(DTYPES))
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=[f"G{g}-T{t}-K{k}-N{n}"
+                                                   for g, t, k, n in SPLIT_CASES])
+def test_wgrad_split_along_its_reduction_matches_reference(case, dtype_name, gen):
+    dtype = DTYPES[dtype_name]
+    groups, rows, k, n = case
+    splits = make_splits(gen, rows, groups, "random_with_zeros")
+    x = randn(gen, rows, k, dtype=dtype, device="cuda")
+    dy = randn(gen, rows, n, dtype=dtype, device="cuda")
+    dw_ref, _ = ref_wgrad(dy, x, splits)
+    what = f"split wgrad G{groups} T{rows} {dtype_name}"
+    out = _nan((groups, n, k), dtype)
+    ops.wgrad(dy, x, splits, grad_weight=out, engine=ENGINE)
+    assert not torch.isnan(out).any(), f"{what}: left elements of grad_weight unwritten"
+    assert_close_rel(out, dw_ref, dtype, what)
+    assert_empty_groups_zero(out, splits, what)
+    # The main_grad form: float32 accumulation into a buffer with prior values.
+    prior = randn(gen, groups, n, k, device="cuda")
+    buffer = prior.clone()
+    ops.wgrad(dy, x, splits, grad_weight=buffer, accumulate=True, engine=ENGINE)
+    assert_close_rel(buffer, prior.to("cpu", torch.float64) + dw_ref, torch.float32,
+                     f"{what}, accumulated")
+    for g, m in enumerate(splits):
+        if m == 0:
+            assert torch.equal(buffer[g], prior[g]), f"{what}: empty group {g} changed"
+
+
+_SPLIT_LOG_SCRIPT = textwrap.dedent("""
+    import torch
+    from grouped_linear import ops
+    x = torch.randn(8192, 512, device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn(8192, 256, device="cuda", dtype=torch.bfloat16)
+    ops.wgrad(dy, x, [8192], engine="sm90_grouped")
+    ops.wgrad(dy[:4096], x[:4096], [4096], engine="sm90_grouped")
+    ops.wgrad(dy[:4095], x[:4095], [4095], engine="sm90_grouped")
+    torch.cuda.synchronize()
+""")
+
+
+@pytest.mark.skipif(not _sm90_available(), reason="needs an sm_90 GPU")
+def test_wgrad_splits_only_where_the_rule_says():
+    """The log names each split (GROUPED_LINEAR_LOG_LEVEL=info): 8192 rows
+    onto a 256 x 512 weight in 4 pieces, 4096 in 2, 4095 not at all."""
+    env = dict(os.environ, GROUPED_LINEAR_LOG_LEVEL="info")
+    proc = subprocess.run([sys.executable, "-c", _SPLIT_LOG_SCRIPT], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    splits = [line for line in proc.stderr.splitlines() if "reduction split in" in line]
+    assert len(splits) == 2, proc.stderr
+    assert "split in 4 pieces" in splits[0] and "split in 2 pieces" in splits[1], splits
+    plain = [line for line in proc.stderr.splitlines() if "] wgrad: sm90_grouped kernel" in line]
+    assert len(plain) == 1, proc.stderr

@@ -9,6 +9,8 @@
 #include "core/cuda/device_info.h"
 #include "core/cuda/group_kernels.h"
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
+#include "core/cuda/sm90/split_reduction.h"
+#include "core/cuda/sum_partials.h"
 #include "core/fp8/fp8_gemm.h"
 #include "core/log.h"
 
@@ -103,6 +105,30 @@ void run(const KernelEntry& kernel, GroupedLaunch launch, const ExecContext& ctx
   launch.raster_along_n = sm90::raster_along_n(kernel, launch);
   LaunchWorkspace workspace(ctx, kernel.workspace_size(launch));
   kernel.run(launch, workspace.get());
+}
+
+static_assert(sm90::kPieceAlign % fp8::kGroupAlign == 0,
+              "FP8 pieces must keep the column-wise copies' group starts");
+
+// A wgrad whose groups' reduction is split into `pieces` (sm90/split_reduction.h,
+// `sizes` from piece_sizes): `partial` writes each piece's float32 gradient
+// into a workspace, then one pass sums each group's pieces into launch.d
+// (adding launch.d's values when beta = 1), in `out`'s dtype.
+void run_pieces(const KernelEntry& partial, GroupedLaunch launch, const std::vector<int64_t>& sizes,
+                int pieces, DType out, const ExecContext& ctx) {
+  const int groups = launch.num_groups;
+  const int64_t elements = launch.n * launch.k;
+  LaunchWorkspace partials(ctx, sizes.size() * static_cast<size_t>(elements) * sizeof(float));
+  void* d = launch.d;
+  const bool accumulate = launch.beta != 0.f;
+  launch.num_groups = static_cast<int>(sizes.size());
+  launch.host_sizes = sizes.data();
+  launch.d = partials.get();
+  launch.beta = 0.f;
+  GL_LOG_INFO("wgrad: reduction split in ", pieces, " pieces: ", kernel_choice(partial, launch));
+  run(partial, launch, ctx);
+  launch_sum_partials(static_cast<const float*>(partials.get()), groups, pieces, elements, d, out,
+                      accumulate, launch.stream);
 }
 
 const KernelEntry* pick(Role role, DType input, DType output, const GroupSizes& splits,
@@ -235,8 +261,20 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     launch.padded_columns = p.dy.columnwise.row_stride;
     // Block scales: column-wise rows hold every group's blocks (fp8_tensor.h).
     launch.scale_columns = fp8::column_block_capacity(p.total_rows, p.splits.num_groups);
-    GL_LOG_INFO("wgrad: FP8 ", kernel_choice(*fp8_wgrad_kernel(p), launch));
-    run(*fp8_wgrad_kernel(p), launch, ctx);
+    const KernelEntry& kernel = *fp8_wgrad_kernel(p);
+    const int pieces = sm90::reduction_pieces(kernel.tile_m, kernel.tile_n, launch);
+    if (pieces > 1 && !kernel.block_scaled) {
+      // Per-tensor scales only: block scales sit at each group's own columns.
+      const std::vector<int64_t> sizes =
+          sm90::piece_sizes(launch.host_sizes, launch.num_groups, pieces);
+      const GroupSizes split{static_cast<int64_t>(sizes.size()), sizes.data()};
+      const KernelEntry* partial =
+          fp8_pick(Role::kWgrad, p.dy.columnwise.dtype, p.x.columnwise.dtype, DType::kFloat32,
+                   Fp8Scaling::kPerTensor, p.split_accumulator, split, p.total_rows, n, k);
+      if (partial != nullptr) return run_pieces(*partial, launch, sizes, pieces, p.dw.dtype, ctx);
+    }
+    GL_LOG_INFO("wgrad: FP8 ", kernel_choice(kernel, launch));
+    run(kernel, launch, ctx);
   }
 
   void forward(const ForwardProblem& p, const ExecContext& ctx) override {
@@ -302,6 +340,15 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     launch.b = p.x.data;
     launch.d = p.dw.data;
     launch.beta = p.accumulate ? 1.f : 0.f;
+    const int pieces = sm90::reduction_pieces(kernel->tile_m, kernel->tile_n, launch);
+    if (pieces > 1) {
+      const std::vector<int64_t> sizes =
+          sm90::piece_sizes(launch.host_sizes, launch.num_groups, pieces);
+      const GroupSizes split{static_cast<int64_t>(sizes.size()), sizes.data()};
+      const KernelEntry* partial =
+          pick(Role::kWgrad, p.x.dtype, DType::kFloat32, split, p.x.rows, p.dy.cols, p.x.cols);
+      if (partial != nullptr) return run_pieces(*partial, launch, sizes, pieces, out, ctx);
+    }
     GL_LOG_INFO("wgrad: ", kernel_choice(*kernel, launch));
     run(*kernel, launch, ctx);
   }
