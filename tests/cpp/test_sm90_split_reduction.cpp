@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/cuda/sm90/split_reduction.h"
@@ -51,6 +52,16 @@ TEST(Sm90SplitReduction, SplitsOnlyFewOutputTilesOverLongReductions) {
   // Two groups of 6000 rows and 4 tiles each: 8 tiles, 2 pieces (rows).
   const std::vector<int64_t> two{6000, 6000};
   EXPECT_EQ(reduction_pieces(128, 256, wgrad(two, 256, 512)), 2);
+}
+
+TEST(Sm90SplitReduction, AForcedKernelIsNeverSplit) {
+  const std::vector<int64_t> small{8192};
+  const std::string forced = all_kernels().front().name;
+  set_kernel_override(forced);
+  const int pieces = reduction_pieces(128, 256, wgrad(small, 256, 512));
+  set_kernel_override("");
+  EXPECT_EQ(pieces, 1) << "with " << forced << " forced";
+  EXPECT_EQ(reduction_pieces(128, 256, wgrad(small, 256, 512)), 4);
 }
 
 TEST(Sm90SplitReduction, PiecesCoverEachGroupAtAlignedStarts) {

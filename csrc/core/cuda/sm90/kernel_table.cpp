@@ -5,6 +5,7 @@
 
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 #include "core/cuda/sm90/kernel_entries.h"
+#include "core/cuda/sm90/split_reduction.h"
 #include "core/error.h"
 
 namespace grouped_linear::cuda::sm90 {
@@ -144,6 +145,8 @@ const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType 
   }
   return nullptr;
 }
+
+bool kernel_forced() { return g_has_override.load(std::memory_order_acquire); }
 
 void set_kernel_override(const std::string& name) {
   std::lock_guard<std::mutex> lock(g_override_mutex);

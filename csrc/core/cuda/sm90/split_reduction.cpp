@@ -10,7 +10,8 @@ int64_t tiles(int64_t extent, int tile) { return tile > 0 ? (extent + tile - 1) 
 }  // namespace
 
 int reduction_pieces(int tile_m, int tile_n, const GroupedLaunch& launch) {
-  if (launch.role != Role::kWgrad || launch.host_sizes == nullptr || launch.num_groups <= 0)
+  if (launch.role != Role::kWgrad || launch.host_sizes == nullptr || launch.num_groups <= 0 ||
+      kernel_forced())
     return 1;
   // wgrad's tile grid: out_features (n) x in_features (k) a group.
   const int64_t grid = launch.num_groups * tiles(launch.n, tile_m) * tiles(launch.k, tile_n);

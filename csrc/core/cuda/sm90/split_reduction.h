@@ -23,9 +23,14 @@ constexpr int kMaxPieces = 8;
 constexpr int64_t kPieceAlign = 128;
 
 // How many pieces each group's reduction is split into (1: not split), for
-// a wgrad launch on tiles of tile_m x tile_n: host group sizes only, and
-// only where the groups' output tiles fill at most half the SMs.
+// a wgrad launch on tiles of tile_m x tile_n: host group sizes only, only
+// where the groups' output tiles fill at most half the SMs, and never while
+// a kernel is forced by name (a split launch runs the float32 kernel, not
+// the one forced).
 int reduction_pieces(int tile_m, int tile_n, const GroupedLaunch& launch);
+
+// Whether set_kernel_override has forced a kernel (kernel_table.cpp).
+bool kernel_forced();
 
 // The sizes of `pieces` pieces of each group, group after group, summing to
 // the group's rows: each piece starts at a multiple of kPieceAlign rows into
