@@ -78,12 +78,12 @@ TEST(Sm90KernelSelection, EveryRoleAndDtypeHasAKernelAndOthersNone) {
 
 std::string pick_fp8(Role role, DType a, DType b, DType out, const std::vector<int64_t>& sizes,
                      bool block_scaled = false, bool fast_accumulation = false,
-                     bool accumulate = false) {
+                     bool accumulate = false, bool host = true) {
   GroupShape shape;
   shape.accumulate = accumulate;
   shape.num_groups = static_cast<int>(sizes.size());
   for (int64_t s : sizes) shape.total_rows += s;
-  shape.host_sizes = sizes.data();
+  shape.host_sizes = host ? sizes.data() : nullptr;
   shape.n = 1536;
   shape.k = 2048;
   const KernelEntry* e =
@@ -237,8 +237,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
   for (const auto& sizes : {uniform, short_groups, skewed(128)}) {
     EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes).find("fast"), std::string::npos);
     EXPECT_EQ(pick_fp8(Role::kDgrad, kE5, kE4, kBf16, sizes).find("fast"), std::string::npos);
-    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes),
-              "wgrad_e5m2_bf16_halfcoop128x256_widestore");
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes).find("fast"), std::string::npos);
   }
   // The same tile rule as bf16: 64-row pingpong tiles where 128 pad badly.
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, false, true),
@@ -254,7 +253,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
   // reductions the kernel that stores like the others.
   for (const auto& sizes : {short_groups, skewed(128), std::vector<int64_t>(32, 1023)}) {
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, true),
-              "wgrad_e5m2_bf16_fastcoop256x128_widestore");
+              "wgrad_e5m2_bf16_fastcoop256x128_widestore_overlap");
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, true, true),
               "wgrad_e5m2_bf16_fastcoop256x128");
   }
@@ -268,8 +267,9 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
   // The promoting wgrad: the wide store at every reduction length (it won
   // every tuning case), the regular one to accumulate.
   for (const auto& sizes : {uniform, short_groups, std::vector<int64_t>(32, 4096)}) {
-    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes),
-              "wgrad_e5m2_bf16_halfcoop128x256_widestore");
+    EXPECT_NE(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes)
+                  .find("wgrad_e5m2_bf16_halfcoop128x256_widestore"),
+              std::string::npos);
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, false, true),
               "wgrad_e5m2_bf16_halfcoop128x256");
   }
@@ -282,6 +282,37 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
             "forward_e4m3_bf16_block_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, DType::kFloat16, uniform, false, true),
             "forward_e4m3_fp16_halfcoop128x256");
+}
+
+// The FP8 wide-store wgrads whose group switches do not wait for their
+// stores: only where groups average under 1024 rows (a CTA's consecutive
+// tiles then mostly belong to different groups), never to accumulate.
+TEST(Sm90KernelSelection, ShortReductionsTakeTheOverlappedGroupSwitch) {
+  constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2;
+  for (const bool fast : {false, true}) {
+    const std::string wide = fast ? "wgrad_e5m2_bf16_fastcoop256x128_widestore"
+                                  : "wgrad_e5m2_bf16_halfcoop128x256_widestore";
+    for (const auto& sizes : {std::vector<int64_t>(128, 256), skewed(128),
+                              std::vector<int64_t>(32, 1023), std::vector<int64_t>{0, 0, 900}}) {
+      EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast), wide + "_overlap");
+      EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast, true).find("overlap"),
+                std::string::npos);
+    }
+    // Device sizes: by the average too.
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, std::vector<int64_t>(128, 256), false, fast,
+                       false, false),
+              wide + "_overlap");
+    for (const auto& sizes : {std::vector<int64_t>(32, 1024), std::vector<int64_t>(8, 2048)})
+      EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast).find("overlap"),
+                std::string::npos);
+  }
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, std::vector<int64_t>(8, 2048)),
+            "wgrad_e5m2_bf16_halfcoop128x256_widestore");
+  // Other formats, outputs and scalings keep their kernels.
+  EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, std::vector<int64_t>(128, 256)),
+            "wgrad_e4m3_bf16_coop128x128");
+  EXPECT_EQ(pick(Role::kWgrad, kBf16, kBf16, std::vector<int64_t>(128, 256)),
+            "wgrad_bf16_coop256x128");
 }
 
 // Tuning builds (GL_SM90_TUNING, which scripts/test.sh sets) list the
@@ -302,8 +333,8 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   for (const bool fast : {false, true}) {
     for (const auto& sizes : {std::vector<int64_t>(128, 256), skewed(128)})
       EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),
-                fast ? "wgrad_e5m2_bf16_fastcoop256x128_widestore"
-                     : "wgrad_e5m2_bf16_halfcoop128x256_widestore");
+                fast ? "wgrad_e5m2_bf16_fastcoop256x128_widestore_overlap"
+                     : "wgrad_e5m2_bf16_halfcoop128x256_widestore_overlap");
     for (const auto& sizes : {std::vector<int64_t>(8, 2048), long_groups})
       EXPECT_EQ(
           pick_fp8(Role::kWgrad, kE5, kE4, kBf16, sizes, false, fast),

@@ -205,6 +205,32 @@ def test_fp8_kernel_matches_reference(kernel, case, device_splits, tile_order, g
                                                         engine=ENGINE), ref, splits, gen)
 
 
+# Many groups of one or two tiles each: a CTA's consecutive tiles are in
+# different groups, so every tile rewrites the store's tensor map while the
+# previous tile's stores may still be in flight (the "_overlap" kernels keep
+# two, overlapped_switch_epilogue.cuh). 128 groups, most of them switching
+# at every tile of the 132 CTAs; random sizes with empty groups.
+SWITCH_CASES = [(128, 128, 256, 6000), (96, 256, 128, 9000)]
+
+
+@pytest.mark.parametrize("case", SWITCH_CASES, ids=[f"G{g}-N{n}-K{k}-T{t}"
+                                                    for g, n, k, t in SWITCH_CASES])
+def test_wgrad_switching_group_at_every_tile(kernel, case, gen):
+    if not kernel.startswith("wgrad_"):
+        pytest.skip("a wgrad case")
+    groups, n, k, rows = case
+    a_fmt = kernel.split("_")[1]
+    for _ in range(3):  # fresh inputs and sizes each time
+        splits = make_splits(gen, rows, groups, "random_with_zeros")
+        dy, x = codes(gen, (rows, n), a_fmt), codes(gen, (rows, k), "e4m3")
+        sdy, sx = scales(gen, 1), scales(gen, 1)
+        ref = torch.stack([f64(dyg, sdy).T @ f64(xg, sx)
+                           for dyg, xg in zip(dy.split(splits), x.split(splits))])
+        dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
+        check_wgrad(kernel, lambda **out: ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, rows, **out,
+                                                        engine=ENGINE), ref, splits, gen)
+
+
 def check_forward(kernel, ref, splits, gen, forward):
     """Runs `forward(bias, out)` without and with a bias (in the output's
     dtype) into a guarded NaN-poisoned output, against the float64 `ref`
@@ -331,7 +357,7 @@ def test_kernels_without_a_source_refuse_to_accumulate(gen):
     if not _sm90_available():
         pytest.skip("needs an sm_90 GPU")
     kernels = [k for k in _fp8_kernels(False)
-               if k.startswith("wgrad_") and k.endswith("_widestore")]
+               if k.startswith("wgrad_") and "_widestore" in k]
     if not kernels:
         pytest.skip("no kernel without a source in this build (GL_SM90_TUNING)")
     splits, n, k = [40, 0, 24], 32, 48

@@ -70,6 +70,17 @@
   X(wgrad_e5m2_fp16_block_coop128x128_widestore)     \
   X(wgrad_e4m3_fp16_block_coop128x128_widestore)
 
+// The FP8 wide-store wgrads whose group switches do not wait for their
+// stores (overlapped_switch_epilogue.cuh), chosen automatically only where
+// groups average under kShortReduction rows (kernel_table.cpp): a CTA's
+// tiles then mostly change group. 2026-12-06 on an H200 (`python -m
+// bench.tune_sm90 --precision fp8 --roles wgrad`, two runs): +0.04 to +0.06
+// of dense at qwen3 uniform, +0.01 to +0.02 skewed, within 0.01 at dsv3;
+// at mixtral (long reductions) up to 0.08 below the kernels they copy.
+#define GL_SM90_SHORT_REDUCTION_KERNELS(X)             \
+  X(wgrad_e5m2_bf16_halfcoop128x256_widestore_overlap) \
+  X(wgrad_e5m2_bf16_fastcoop256x128_widestore_overlap)
+
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
 // against the production 256x128 it won mixtral fc1 and lost fc2 in the
@@ -144,6 +155,14 @@
 //    the cooperative ones ran 0.20 below their 2026-12-02 figures), within
 //    0.02 at dsv3 skewed and qwen3 fc1, 0.04-0.27 below elsewhere
 //    (benchmarks/h200-2026-12-04-96e5230-tune-wgrad-pingpong-*.json).
+//  - Deeper store staging (2026-12-06, sources in the overlapped switch's
+//    commit): the FP8 wide-store wgrads with four 128x128 pieces staged
+//    (two tiles in flight, two mainloop stages left), with and without the
+//    overlapped switch: within 0.02 of dense at 32-128 experts uniform,
+//    0.02-0.08 below skewed, up to 0.37 below at mixtral (one H200,
+//    benchmarks/h200-2026-12-06-overlap-tune-wgrad-fp8*.json). bf16's
+//    256x128 wgrad with the overlapped switch: 0.03-0.04 below at 32-128
+//    experts (one H100, h100-2026-12-06-overlap-tune-wgrad-bf16.json).
 // Winners moved to kernels/: the promoting E5M2 wgrad's 128x192 tile
 // (c6ed14f, fb76b91), since replaced, like the promoting E5M2 dgrad, by the
 // half-width promotion on 128x256 (12615d0: wgrad +0.04 to +0.09 of dense at
@@ -172,6 +191,7 @@
 namespace grouped_linear::cuda::sm90 {
 
 #define GL_SM90_DECLARE(fn) KernelEntry fn();
+GL_SM90_SHORT_REDUCTION_KERNELS(GL_SM90_DECLARE)
 GL_SM90_KERNELS(GL_SM90_DECLARE)
 GL_SM90_TUNING_KERNELS(GL_SM90_DECLARE)
 #undef GL_SM90_DECLARE

@@ -13,13 +13,16 @@ namespace {
 
 struct Table {
   std::vector<KernelEntry> kernels;
-  size_t automatic = 0;  // kernels[0, automatic) may be chosen automatically
+  size_t short_reduction = 0;  // kernels[0, short_reduction): only for short wgrad reductions
+  size_t automatic = 0;        // kernels[0, automatic) may be chosen automatically
 };
 
 const Table& table() {
   static const Table t = [] {
     Table built;
 #define GL_SM90_ADD(fn) built.kernels.push_back(fn());
+    GL_SM90_SHORT_REDUCTION_KERNELS(GL_SM90_ADD)
+    built.short_reduction = built.kernels.size();
     GL_SM90_KERNELS(GL_SM90_ADD)
     built.automatic = built.kernels.size();
 #ifdef GL_SM90_TUNING
@@ -69,6 +72,9 @@ int64_t padded_rows(const GroupShape& shape, int tile) {
 //    (+0.01 to +0.10 of dense, 8 experts included); the blockwise-scaled
 //    ones gained up to 0.06 of dense where groups are short and were
 //    within 4% elsewhere.
+//  - Before them, and only where groups average under 1024 rows, their
+//    copies whose group switches do not wait for the stores in flight
+//    (GL_SM90_SHORT_REDUCTION_KERNELS in kernel_entries.h).
 //  - The promoting FP8 forward and E5M2 dgrad have one tile, 128x256 (it
 //    beat 64x128 pingpong in every tuning case), which the search below
 //    falls back to where 64-row tiles are preferred.
@@ -136,7 +142,8 @@ const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType 
     for (size_t i = 0; i < t.automatic; ++i) {
       const KernelEntry& e = t.kernels[i];
       if (!matches(e, role, input_a, input_b, output, block_scaled) ||
-          e.fast_accumulation != fast || !source_rule_allows(e, shape))
+          e.fast_accumulation != fast || !source_rule_allows(e, shape) ||
+          (i < t.short_reduction && average_rows(shape) >= kShortReduction))
         continue;
       if (e.tile_m == tile_m) return &e;
       if (any == nullptr) any = &e;
