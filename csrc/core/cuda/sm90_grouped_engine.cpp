@@ -131,6 +131,23 @@ void run_pieces(const KernelEntry& partial, GroupedLaunch launch, const std::vec
                       accumulate, launch.stream);
 }
 
+// `kernel`'s wgrad split along its reduction, where split_reduction.h says
+// to and `pick_partial` finds a float32 kernel for the pieces' sizes; false
+// where it did not run.
+template <class PickPartial>
+bool run_split(const KernelEntry& kernel, const GroupedLaunch& launch, DType out,
+               const ExecContext& ctx, PickPartial pick_partial) {
+  const int pieces = sm90::reduction_pieces(kernel.tile_m, kernel.tile_n, launch);
+  if (pieces <= 1) return false;
+  const std::vector<int64_t> sizes =
+      sm90::piece_sizes(launch.host_sizes, launch.num_groups, pieces);
+  const KernelEntry* partial =
+      pick_partial(GroupSizes{static_cast<int64_t>(sizes.size()), sizes.data()});
+  if (partial == nullptr) return false;
+  run_pieces(*partial, launch, sizes, pieces, out, ctx);
+  return true;
+}
+
 const KernelEntry* pick(Role role, DType input, DType output, const GroupSizes& splits,
                         int64_t rows, int64_t n, int64_t k, bool accumulate = false) {
   sm90::GroupShape shape;
@@ -262,17 +279,14 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     // Block scales: column-wise rows hold every group's blocks (fp8_tensor.h).
     launch.scale_columns = fp8::column_block_capacity(p.total_rows, p.splits.num_groups);
     const KernelEntry& kernel = *fp8_wgrad_kernel(p);
-    const int pieces = sm90::reduction_pieces(kernel.tile_m, kernel.tile_n, launch);
-    if (pieces > 1 && !kernel.block_scaled) {
-      // Per-tensor scales only: block scales sit at each group's own columns.
-      const std::vector<int64_t> sizes =
-          sm90::piece_sizes(launch.host_sizes, launch.num_groups, pieces);
-      const GroupSizes split{static_cast<int64_t>(sizes.size()), sizes.data()};
-      const KernelEntry* partial =
-          fp8_pick(Role::kWgrad, p.dy.columnwise.dtype, p.x.columnwise.dtype, DType::kFloat32,
-                   Fp8Scaling::kPerTensor, p.split_accumulator, split, p.total_rows, n, k);
-      if (partial != nullptr) return run_pieces(*partial, launch, sizes, pieces, p.dw.dtype, ctx);
-    }
+    // Per-tensor scales only: block scales sit at each group's own columns.
+    if (!kernel.block_scaled &&
+        run_split(kernel, launch, p.dw.dtype, ctx, [&](const GroupSizes& pieces) {
+          return fp8_pick(Role::kWgrad, p.dy.columnwise.dtype, p.x.columnwise.dtype,
+                          DType::kFloat32, Fp8Scaling::kPerTensor, p.split_accumulator, pieces,
+                          p.total_rows, n, k);
+        }))
+      return;
     GL_LOG_INFO("wgrad: FP8 ", kernel_choice(kernel, launch));
     run(kernel, launch, ctx);
   }
@@ -340,15 +354,11 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     launch.b = p.x.data;
     launch.d = p.dw.data;
     launch.beta = p.accumulate ? 1.f : 0.f;
-    const int pieces = sm90::reduction_pieces(kernel->tile_m, kernel->tile_n, launch);
-    if (pieces > 1) {
-      const std::vector<int64_t> sizes =
-          sm90::piece_sizes(launch.host_sizes, launch.num_groups, pieces);
-      const GroupSizes split{static_cast<int64_t>(sizes.size()), sizes.data()};
-      const KernelEntry* partial =
-          pick(Role::kWgrad, p.x.dtype, DType::kFloat32, split, p.x.rows, p.dy.cols, p.x.cols);
-      if (partial != nullptr) return run_pieces(*partial, launch, sizes, pieces, out, ctx);
-    }
+    if (run_split(*kernel, launch, out, ctx, [&](const GroupSizes& pieces) {
+          return pick(Role::kWgrad, p.x.dtype, DType::kFloat32, pieces, p.x.rows, p.dy.cols,
+                      p.x.cols);
+        }))
+      return;
     GL_LOG_INFO("wgrad: ", kernel_choice(*kernel, launch));
     run(*kernel, launch, ctx);
   }

@@ -2,12 +2,9 @@
 
 #include <algorithm>
 
+#include "core/cuda/sm90/tile_count.h"
+
 namespace grouped_linear::cuda::sm90 {
-namespace {
-
-int64_t tiles(int64_t extent, int tile) { return tile > 0 ? (extent + tile - 1) / tile : 0; }
-
-}  // namespace
 
 int reduction_pieces(int tile_m, int tile_n, const GroupedLaunch& launch) {
   if (launch.role != Role::kWgrad || launch.host_sizes == nullptr || launch.num_groups <= 0 ||

@@ -35,6 +35,7 @@
 #include <string>
 
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
+#include "core/cuda/sm90/tile_count.h"
 #include "core/error.h"
 
 namespace grouped_linear::cuda::sm90 {
@@ -43,8 +44,6 @@ namespace {
 // The order set by set_tile_order, or kAutomatic (no setting).
 constexpr int kAutomatic = -1;
 std::atomic<int> g_order{kAutomatic};
-
-int64_t tiles(int64_t extent, int tile) { return tile > 0 ? (extent + tile - 1) / tile : 0; }
 
 // How many times the output's columns a group's rows must be for the
 // forward and dgrad to walk along N (measured above).
