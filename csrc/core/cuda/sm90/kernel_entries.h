@@ -163,6 +163,12 @@
 //    benchmarks/h200-2026-12-06-overlap-tune-wgrad-fp8*.json). bf16's
 //    256x128 wgrad with the overlapped switch: 0.03-0.04 below at 32-128
 //    experts (one H100, h100-2026-12-06-overlap-tune-wgrad-bf16.json).
+//    Smaller pieces in the same 64 KB, all staged, so that a piece's
+//    commit waits for the piece four or eight back rather than the one
+//    before (overlapped switch too; one H100): four 128x64 within 0.03 of
+//    the two 128x128 at 32-128 experts but for dsv3 fc1 uniform (+0.03),
+//    eight 128x32 0.01-0.08 below
+//    (benchmarks/h100-2026-12-06-tune-wgrad-store-pieces.json).
 // Winners moved to kernels/: the promoting E5M2 wgrad's 128x192 tile
 // (c6ed14f, fb76b91), since replaced, like the promoting E5M2 dgrad, by the
 // half-width promotion on 128x256 (12615d0: wgrad +0.04 to +0.09 of dense at
