@@ -1,7 +1,7 @@
 """The benchmark's FP8 end-to-end steps and its diagnostics' arguments, on
 the CPU: every step of bench.fp8_module runs and is timed, and
 bench.step_profile / bench.store_probe / bench.host_profile / bench.tune_sm90
-refuse unknown names, and bench.host_ab malformed builds, before they look
+refuse unknown names (bench.host_pieces bad group counts), and bench.host_ab malformed builds, before they look
 for a GPU; bench.tune_sm90 records each kernel under each tile order asked
 for."""
 
@@ -15,8 +15,8 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench import (fp8_module, host_ab, host_profile, step_profile,  # noqa: E402
-                   store_probe, tune_sm90)
+from bench import (fp8_module, host_ab, host_pieces, host_profile,  # noqa: E402
+                   step_profile, store_probe, tune_sm90)
 from bench.cases import ThroughputCase, make_splits  # noqa: E402
 from bench.timing import HostTimer  # noqa: E402
 
@@ -49,6 +49,16 @@ def test_step_profile_names_an_unknown_recipe():
 def test_diagnostics_name_an_unknown_case(main):
     with pytest.raises(SystemExit, match=r"--cases: unknown \['no_such_case'\]"):
         main(["--cases", "no_such_case"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--groups", "8,x"], "--groups: expected positive integers like 8,32,128, got '8,x'"),
+    (["--groups", "0"], "--groups: expected positive integers"),
+    (["--calls", "0"], "--calls: expected a positive count"),
+])
+def test_host_pieces_names_bad_arguments_before_looking_for_a_gpu(argv, message, capsys):
+    assert host_pieces.main(argv) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_tune_sm90_names_bad_precision_and_roles(capsys):

@@ -169,6 +169,15 @@
 //    the two 128x128 at 32-128 experts but for dsv3 fc1 uniform (+0.03),
 //    eight 128x32 0.01-0.08 below
 //    (benchmarks/h100-2026-12-06-tune-wgrad-store-pieces.json).
+//  - The forward and dgrad on 2-CTA clusters along M, the pair sharing the
+//    weight tile by TMA multicast (2026-12-06, sources in c44611b; promoting
+//    and fast FP8, bf16 forward; one H100, two runs), each against the
+//    same kernel on one CTA: -0.03..+0.05 of dense at 32-128 experts
+//    uniform, 0.05-0.18 below skewed (each group's row tiles are rounded up
+//    to the pair), mixtral -0.15..+0.13
+//    (benchmarks/h100-2026-12-06-tune-cluster2-*.json). Half
+//    the weight tile's L2 reads buys nothing: those forwards are not bound
+//    by L2-to-SM traffic.
 // Winners moved to kernels/: the promoting E5M2 wgrad's 128x192 tile
 // (c6ed14f, fb76b91), since replaced, like the promoting E5M2 dgrad, by the
 // half-width promotion on 128x256 (12615d0: wgrad +0.04 to +0.09 of dense at
@@ -192,12 +201,7 @@
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)          \
-  X(forward_e4m3_bf16_halfcoop128x256_c2)        \
-  X(forward_e4m3_bf16_fastcoop128x256_c2)        \
-  X(dgrad_e5m2_bf16_halfcoop128x256_c2)          \
-  X(dgrad_e5m2_bf16_fastcoop128x256_c2)          \
-  X(forward_bf16_coop128x256_c2)
+  X(forward_bf16_coop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
