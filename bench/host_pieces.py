@@ -11,9 +11,9 @@ autograd (with and without its output allocated); the FP8 GEMM on operands
 already quantized; the module's forward without grad (bf16, FP8 delayed
 scaling, FP8 with cached weights); torch's autograd floor (a view's
 forward+backward); the module's forward+backward (bf16, FP8); dgrad plus
-wgrad without autograd. Then each kernel's GPU time (torch.profiler) in the
-module's forward, bf16 and FP8: where the GPU, not the host, sets a loop's
-pace. A diagnostic beside `python -m bench`; on a GPU only.
+wgrad without autograd. Then the module's calls' GPU time, queued behind a
+sleeping kernel so that the GPU sets the pace: where it exceeds the host
+time, a host-table loop of those calls measures the GPU, not the host. A diagnostic beside `python -m bench`; on a GPU only.
 """
 
 import argparse
@@ -43,20 +43,20 @@ def host_us(fn, calls: int, batches: int = 5) -> float:
     return statistics.median(per_batch)
 
 
-def kernel_us(fn, calls: int = 50) -> dict:
-    """GPU µs per call of each kernel `fn` launches (torch.profiler)."""
+def gpu_us(fn, calls: int = 50) -> float:
+    """GPU µs per call with the GPU, not the host, setting the pace: the calls
+    are queued behind a sleeping kernel, then run back to back between two
+    events (kernels and the device's gaps between them)."""
     fn()
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    kernels = {}
-    for event in prof.key_averages():
-        if event.device_type == torch.autograd.DeviceType.CUDA and event.count >= calls:
-            kernels[event.key[:160]] = {"per_call": event.count / calls,
-                                        "us": event.device_time_total / event.count}
-    return kernels
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(50_000_000)  # cycles: tens of ms, longer than queueing the calls
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / calls * 1e3
 
 
 def measure(groups: int, calls: int, device: torch.device) -> dict:
@@ -98,30 +98,30 @@ def measure(groups: int, calls: int, device: torch.device) -> dict:
         "autograd_floor_fwd_bwd": host_us(floor, calls),
         "module_bf16_fwd_bwd": host_us(step, calls),
     }
-    kernels = {}
+    gpu = {"module_bf16_fwd_bwd": gpu_us(step)}
     with torch.no_grad():
         host["module_bf16_no_grad"] = host_us(lambda: module(x, splits), calls)
-        kernels["module_bf16_no_grad"] = kernel_us(lambda: module(x, splits))
+        gpu["module_bf16_no_grad"] = gpu_us(lambda: module(x, splits))
         with grouped_linear.autocast(enabled=True, recipe=recipe):
             host["module_fp8_no_grad"] = host_us(lambda: module(x, splits), calls)
-            kernels["module_fp8_no_grad"] = kernel_us(lambda: module(x, splits))
+            gpu["module_fp8_no_grad"] = gpu_us(lambda: module(x, splits))
             module(x, splits, is_first_microbatch=True)
             cached = lambda: module(x, splits, is_first_microbatch=False)  # noqa: E731
             host["module_fp8_cached_no_grad"] = host_us(cached, calls)
-            kernels["module_fp8_cached_no_grad"] = kernel_us(cached)
+            gpu["module_fp8_cached_no_grad"] = gpu_us(cached)
     with grouped_linear.autocast(enabled=True, recipe=recipe):
         host["module_fp8_fwd_bwd"] = host_us(step, calls)
-    return {"G": groups, "T": t, "K": k, "N": n, "host_us": host, "kernels": kernels}
+        gpu["module_fp8_fwd_bwd"] = gpu_us(step)
+    return {"G": groups, "T": t, "K": k, "N": n, "host_us": host, "gpu_us": gpu}
 
 
 def print_record(record: dict) -> None:
     print(f"G={record['G']}: host us per call")
     for name, us in record["host_us"].items():
         print(f"    {name:28s} {us:8.2f}")
-    for name, kernels in record["kernels"].items():
-        print(f"  {name}: kernels, GPU us per call")
-        for kernel, v in kernels.items():
-            print(f"    {v['per_call']:3.0f} x {v['us']:7.2f}  {kernel[:100]}")
+    print(f"G={record['G']}: GPU us per call, the GPU setting the pace")
+    for name, us in record["gpu_us"].items():
+        print(f"    {name:28s} {us:8.2f}")
 
 
 def main(argv=None) -> int:
