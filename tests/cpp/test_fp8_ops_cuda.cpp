@@ -464,14 +464,17 @@ TEST_F(Fp8OpsCuda, WeightMatchesCpu) {
   }
 }
 
-// A forward's two casts as one operation: one launch where both fit in one
-// wave (16-bit inputs of one dtype), two otherwise (float32 inputs, X and W
-// of different dtypes as under torch.autocast, and the last weight, whose
-// 600 tiles do not fit), with the bits of the two casts either way.
+// A forward's two casts as one operation: one launch where both fit in two
+// waves (16-bit inputs of one dtype, ManyGroups' 600 tiles included), two
+// otherwise (float32 inputs, X and W of different dtypes as under
+// torch.autocast, and the last weight, whose 2800 tiles are more than two
+// waves of 256-thread CTAs on any GPU of up to 170 SMs), with the bits of
+// the two casts either way.
 TEST_F(Fp8OpsCuda, ForwardOperandsMatchCpu) {
   const std::vector<ActivationSpec> xs = activation_specs();
   std::vector<WeightSpec> weights = weight_specs();
   weights.push_back({"ManyGroups", 150, 130, 129, 0});
+  weights.push_back({"BeyondTwoWaves", 700, 129, 129, 0});
   size_t i = 0;
   using DTypes = std::pair<DType, DType>;  // X's, W's
   for (const DTypes& dtypes :

@@ -6,6 +6,10 @@ Tolerances: see fp8_testutil (same dequantized values: conftest.TOLERANCE;
 against unquantized values: fp8_bound, from the formats' relative steps)."""
 
 import io
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -655,3 +659,32 @@ def test_fp8_fused_wgrad_without_main_grad_is_a_clear_error(device, gen):
     with grouped_linear.autocast():
         module(x, [2, 2]).sum().backward()
     assert torch.count_nonzero(module.weight.main_grad) > 0
+
+
+# ---- a forward's two casts: one launch for small calls --------------------------
+
+_CAST_SCRIPT = textwrap.dedent("""
+    import torch, grouped_linear as gl
+    for groups, rows, n, k in ((128, 16, 256, 256), (8, 64, 4096, 4096)):
+        m = gl.GroupedLinear(groups, k, n, bias=False, params_dtype=torch.bfloat16, device="cuda")
+        x = torch.randn(groups * rows, k, dtype=torch.bfloat16, device="cuda")
+        with torch.no_grad(), gl.autocast(recipe=gl.fp8.DelayedScaling()):
+            m(x, [rows] * groups)
+    torch.cuda.synchronize()
+""")
+
+
+def test_small_forwards_cast_x_and_w_in_one_launch(cuda_device):
+    """The host table's largest call (128 experts of 16 rows, K = N = 256:
+    32 input tiles and 512 weight tiles, more than one wave of cast CTAs)
+    casts X and W in one launch; a large weight (8 x 4096 x 4096: 8192
+    tiles) keeps the two casts' own launches. From the log
+    (GROUPED_LINEAR_LOG_LEVEL=info, read once per process: a subprocess)."""
+    env = dict(os.environ, GROUPED_LINEAR_LOG_LEVEL="info")
+    proc = subprocess.run([sys.executable, "-c", _CAST_SCRIPT], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "FP8 forward casts" in line]
+    assert len(lines) == 2, proc.stderr
+    assert "X and W in one launch (32 + 512 tiles)" in lines[0], lines
+    assert "X and W in two launches (" in lines[1] and " + 8192 tiles)" in lines[1], lines

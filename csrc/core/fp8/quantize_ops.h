@@ -77,9 +77,9 @@ void quantize_weight(const WeightQuantize& request, const ExecContext& ctx);
 
 // A forward's X and W in one operation: the same bits and state updates as
 // quantize_activation(x) then quantize_weight(w). On CUDA, when both inputs
-// are 16-bit under one recipe kind and both casts fit in one wave of CTAs
-// (small calls, whose cost is the host's), they share one launch; otherwise
-// they run as the two launches.
+// are 16-bit under one recipe kind and both casts fit in two waves of CTAs
+// (small calls, whose cost is the launches'), they share one launch;
+// otherwise they run as the two launches.
 void quantize_forward_operands(const ActivationQuantize& x, const WeightQuantize& w,
                                const ExecContext& ctx);
 

@@ -25,6 +25,7 @@
 #include "core/fp8/cuda/quantize_ops_cuda.h"
 #include "core/fp8/cuda/quantize_tile.cuh"
 #include "core/fp8/quantize_ops_backend.h"
+#include "core/log.h"
 
 namespace grouped_linear::fp8::cuda_impl {
 namespace {
@@ -600,9 +601,9 @@ __global__ void __launch_bounds__(kThreads)
   quantize_weight_ctas<K, kBlockScaled>(p, blockIdx.x, gridDim.x);
 }
 
-// A forward's two casts in one grid, for calls small enough that both fit in
-// one wave: CTAs [0, activation_ctas) cast X, the others W, each exactly as
-// its own kernel's grid would. One launch less on the host, which is what
+// A forward's two casts in one grid, for small calls (kForwardTogetherWaves):
+// CTAs [0, activation_ctas) cast X, the others W, each part striding over its
+// own tiles. One launch less, on the host and on the device, which is what
 // such calls cost.
 template <int K, bool kBlockScaled, typename Sizes>
 __global__ void __launch_bounds__(kThreads)
@@ -724,8 +725,16 @@ void quantize_weight_cuda(const WeightQuantize& r, const ExecContext& ctx) {
 // ---------------------------------------------------------------------------
 // A forward's two casts.
 
-// quantize_forward_kernel when both casts fit in one wave of it: every CTA
-// of either gets the tiles its own launch would give it. Returns false,
+// Up to how many waves of quantize_forward_kernel's CTAs the two casts share
+// one launch. Each CTA takes one tile, so a second wave only starts CTAs as
+// the first ones finish, with no CTA waiting on another: two waves keep the
+// host table's casts in one launch at 128 experts (512 weight tiles and the
+// input's beside them), while large calls, whose cost is the device's, keep
+// each cast's own grid.
+constexpr int kForwardTogetherWaves = 2;
+
+// quantize_forward_kernel when both casts fit in kForwardTogetherWaves waves
+// of it, one CTA a tile (or a weight's per-group bookkeeping). Returns false,
 // launching nothing, when they do not fit.
 template <int K, bool kBlockScaled, typename Sizes>
 bool launch_forward_together(const ActivationLaunch& a, const Sizes& sizes, const WeightLaunch& w,
@@ -736,7 +745,7 @@ bool launch_forward_together(const ActivationLaunch& a, const Sizes& sizes, cons
       device_wide_ctas(reinterpret_cast<const void*>(kernel), kThreads, smem, ctx.device.index);
   const int64_t activation_ctas = a.units_bound < 1 ? 1 : a.units_bound;
   const int64_t weight_ctas = w.wanted < 1 ? 1 : w.wanted;
-  if (activation_ctas + weight_ctas > ctas) return false;
+  if (activation_ctas + weight_ctas > int64_t{kForwardTogetherWaves} * ctas) return false;
   kernel<<<static_cast<unsigned>(activation_ctas + weight_ctas), kThreads, smem,
            static_cast<cudaStream_t>(ctx.stream)>>>(a.p, sizes, w.p,
                                                     static_cast<int>(activation_ctas));
@@ -770,6 +779,8 @@ void quantize_forward_cuda(const ActivationQuantize& x, const WeightQuantize& w,
                         : launch_forward_together<kInF16, false, Sizes>(a, sizes, wl, ctx);
     });
   }
+  GL_LOG_INFO("FP8 forward casts: X and W in ", together ? "one launch" : "two launches", " (",
+              a.units_bound, " + ", wl.wanted, " tiles)");
   if (together) return;
   launch_activation(a, ctx);
   launch_weight(wl, ctx);
