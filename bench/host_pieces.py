@@ -50,7 +50,7 @@ def gpu_us(fn, calls: int = 50) -> float:
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(50_000_000)  # cycles: tens of ms, longer than queueing the calls
+    torch.cuda._sleep(400_000_000)  # cycles: about 0.2 s, longer than queueing the calls
     start.record()
     for _ in range(calls):
         fn()
