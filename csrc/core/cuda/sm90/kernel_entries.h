@@ -201,7 +201,10 @@
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)
+  X(forward_bf16_coop128x256_widestore)          \
+  X(forward_e4m3_bf16_block_ping64x128)          \
+  X(dgrad_e4m3_bf16_block_ping64x128)            \
+  X(wgrad_e4m3_bf16_block_ping64x128)
 
 namespace grouped_linear::cuda::sm90 {
 
