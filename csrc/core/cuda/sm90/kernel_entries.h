@@ -178,6 +178,14 @@
 //    (benchmarks/h100-2026-12-06-tune-cluster2-*.json). Half
 //    the weight tile's L2 reads buys nothing: those forwards are not bound
 //    by L2-to-SM traffic.
+//  - The blockwise-scaled forward, dgrad and wgrad on 64x128 pingpong tiles
+//    (2026-12-06, sources in commit 3317dfc),
+//    so that one warpgroup's scaling of its k-block partial sums and its
+//    epilogue could overlap the other's MMAs: below the production
+//    blockwise kernels in every row on one H100, two runs (forward
+//    -0.22..-0.02 of cuBLAS's blockwise GEMM, dgrad -0.19..-0.06, wgrad
+//    -0.37..-0.15 against the 128x256 half-width one;
+//    benchmarks/h100-2026-12-06-tune-block-ping*.json).
 // Winners moved to kernels/: the promoting E5M2 wgrad's 128x192 tile
 // (c6ed14f, fb76b91), since replaced, like the promoting E5M2 dgrad, by the
 // half-width promotion on 128x256 (12615d0: wgrad +0.04 to +0.09 of dense at
@@ -201,10 +209,7 @@
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)          \
-  X(forward_e4m3_bf16_block_ping64x128)          \
-  X(dgrad_e4m3_bf16_block_ping64x128)            \
-  X(wgrad_e4m3_bf16_block_ping64x128)
+  X(forward_bf16_coop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
