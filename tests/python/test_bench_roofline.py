@@ -94,3 +94,27 @@ def test_end_to_end_bound_adds_cast_and_gemm_floors():
     # A record without all three GEMMs of its case and routing has no bound.
     assert roofline.end_to_end_bounds({"fp8_throughput": gemms[:2],
                                        "fp8_end_to_end": [e2e]}, bw) == []
+
+
+def test_blockwise_step_also_gets_the_bound_of_cublas_blockwise_gemms():
+    bw = {"copy": 4e12, "fill": 2e12}
+    gemms = [_record(role, 0.01, 0.5) for role in ("fwd", "dgrad", "wgrad")]
+    for g, block_ms in zip(gemms, (0.02, 0.005, 0.03)):  # dgrad's: below its 8 us floor
+        g["impls"]["dense_fp8_block"] = {"median_ms": block_ms}
+    e2e = {"case": "c", "routing": "uniform", "G": 8, "K": 1000, "N": 2000, "T": 4000,
+           "impls": {"bf16": {"median_ms": 0.2},
+                     "fp8_block": {"median_ms": 0.25, "speedup_over_bf16": 0.8},
+                     "fp8_delayed": {"median_ms": 0.19, "speedup_over_bf16": 1.05}}}
+    rows = {r["step"]: r for r in roofline.end_to_end_bounds(
+        {"fp8_throughput": gemms, "fp8_end_to_end": [e2e]}, bw)}
+    block, delayed = rows["fp8_block"], rows["fp8_delayed"]
+    # The hardware bound is the per-tensor one; the peer's takes max(peer, floor) a role.
+    assert block["bound"] == pytest.approx(delayed["bound"])
+    assert block["block_peer_bound"] == pytest.approx(0.2 / (0.028 + 0.02 + 0.008 + 0.03))
+    assert "block_peer_bound" not in delayed
+    text = roofline.render_end_to_end([block, delayed])
+    assert "block peer" in text and f"{block['block_peer_bound']:10.2f}" in text
+    # Without the peer for every role: no such figure.
+    del gemms[2]["impls"]["dense_fp8_block"]
+    rows = roofline.end_to_end_bounds({"fp8_throughput": gemms, "fp8_end_to_end": [e2e]}, bw)
+    assert all("block_peer_bound" not in r for r in rows)
