@@ -209,7 +209,12 @@
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)
+  X(forward_bf16_coop128x256_widestore)          \
+  X(forward_e4m3_bf16_halfcoop128x256_pf4)       \
+  X(forward_e4m3_bf16_halfcoop128x256_pf8)       \
+  X(dgrad_e5m2_bf16_halfcoop128x256_pf4)         \
+  X(forward_e4m3_bf16_fastcoop128x256_pf4)       \
+  X(forward_bf16_coop128x256_pf4)
 
 namespace grouped_linear::cuda::sm90 {
 
