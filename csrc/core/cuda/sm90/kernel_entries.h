@@ -186,6 +186,15 @@
 //    -0.22..-0.02 of cuBLAS's blockwise GEMM, dgrad -0.19..-0.06, wgrad
 //    -0.37..-0.15 against the 128x256 half-width one;
 //    benchmarks/h100-2026-12-06-tune-block-ping*.json).
+//  - A producer that also prefetched the weight tile into L2 (TMA
+//    prefetch, no shared memory) 4 or 8 k-tiles ahead of the stage it
+//    loaded, to look further ahead than the four 48 KB stages (2026-12-06,
+//    sources in commit 483a049; promoting FP8 forward and dgrad, fast FP8
+//    forward, bf16 forward; one H100, two runs). Against the same kernels
+//    without it, at 32-128 experts: -0.14..+0.01 of dense (the FP8 forward
+//    -0.06..-0.00 at 4 k-tiles, -0.14..+0.00 at 8; bf16 -0.12..-0.01);
+//    at mixtral -0.30..+0.03 (benchmarks/h100-2026-12-06-tune-l2-prefetch-*.json).
+//    The forwards at 32-128 experts are not short of loads in flight.
 // Winners moved to kernels/: the promoting E5M2 wgrad's 128x192 tile
 // (c6ed14f, fb76b91), since replaced, like the promoting E5M2 dgrad, by the
 // half-width promotion on 128x256 (12615d0: wgrad +0.04 to +0.09 of dense at
@@ -209,12 +218,7 @@
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)          \
-  X(forward_e4m3_bf16_halfcoop128x256_pf4)       \
-  X(forward_e4m3_bf16_halfcoop128x256_pf8)       \
-  X(dgrad_e5m2_bf16_halfcoop128x256_pf4)         \
-  X(forward_e4m3_bf16_fastcoop128x256_pf4)       \
-  X(forward_bf16_coop128x256_pf4)
+  X(forward_bf16_coop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
