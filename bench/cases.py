@@ -2,6 +2,7 @@
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -169,6 +170,36 @@ def csv_list(text: Optional[str], allowed=None, what="value") -> Optional[List[s
         if bad:
             raise SystemExit(f"{what}: unknown {bad}; expected some of {list(allowed)}")
     return items
+
+
+def positive_ints(text: str) -> Optional[List[int]]:
+    """A comma-separated list of positive integers ("8,32,128"), or None
+    when it is empty or holds anything else."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        return None
+    return values if values and min(values) >= 1 else None
+
+
+def checked_counts(tool: str, lists: Sequence = (),
+                   counts: Sequence = ()) -> Optional[Dict[str, List[int]]]:
+    """A diagnostic's numeric arguments, checked before it looks for a GPU:
+    `lists` as (option, text) pairs of positive integer lists, `counts` as
+    (option, value) pairs of positive counts. The lists parsed, by option;
+    or None, after printing to stderr the first bad one and what it expects."""
+    parsed = {}
+    for option, text in lists:
+        parsed[option] = positive_ints(text)
+        if parsed[option] is None:
+            print(f"{tool}: {option}: expected positive integers like 8,32,128, got {text!r}",
+                  file=sys.stderr)
+            return None
+    for option, value in counts:
+        if value < 1:
+            print(f"{tool}: {option}: expected a positive count", file=sys.stderr)
+            return None
+    return parsed
 
 
 def select_throughput_cases(case_file: CaseFile, on_gpu: bool,

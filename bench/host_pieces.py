@@ -26,6 +26,7 @@ import torch
 import grouped_linear
 from grouped_linear import ops
 
+from .cases import checked_counts
 from .report import write_diagnostic
 
 
@@ -130,17 +131,11 @@ def main(argv=None) -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--out", help="JSON of the figures")
     args = parser.parse_args(argv)
-    try:
-        groups = [int(g) for g in args.groups.split(",") if g]
-    except ValueError:
-        groups = []
-    if not groups or min(groups) < 1:
-        print(f"bench.host_pieces: --groups: expected positive integers like 8,32,128, got "
-              f"{args.groups!r}", file=sys.stderr)
+    parsed = checked_counts("bench.host_pieces", lists=[("--groups", args.groups)],
+                            counts=[("--calls", args.calls)])
+    if parsed is None:
         return 2
-    if args.calls < 1:
-        print("bench.host_pieces: --calls: expected a positive count", file=sys.stderr)
-        return 2
+    groups = parsed["--groups"]
     if not torch.cuda.is_available():
         print("bench.host_pieces: needs a GPU", file=sys.stderr)
         return 2

@@ -1,9 +1,10 @@
 """The benchmark's FP8 end-to-end steps and its diagnostics' arguments, on
 the CPU: every step of bench.fp8_module runs and is timed, and
 bench.step_profile / bench.store_probe / bench.host_profile / bench.tune_sm90
-refuse unknown names (bench.host_pieces bad group counts), and bench.host_ab malformed builds, before they look
-for a GPU; bench.tune_sm90 records each kernel under each tile order asked
-for."""
+refuse unknown names (bench.host_pieces and bench.update_probe bad counts),
+and bench.host_ab malformed builds, before they look for a GPU;
+bench.tune_sm90 records each kernel under each tile order asked for;
+bench.update_probe times one delayed-scaling update a step (GPU)."""
 
 import argparse
 import sys
@@ -16,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from bench import (fp8_module, host_ab, host_pieces, host_profile,  # noqa: E402
-                   step_profile, store_probe, tune_sm90)
+                   step_profile, store_probe, tune_sm90, update_probe)
 from bench.cases import ThroughputCase, make_splits  # noqa: E402
 from bench.timing import HostTimer  # noqa: E402
 
@@ -51,14 +52,39 @@ def test_diagnostics_name_an_unknown_case(main):
         main(["--cases", "no_such_case"])
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--groups", "8,x"], "--groups: expected positive integers like 8,32,128, got '8,x'"),
-    (["--groups", "0"], "--groups: expected positive integers"),
-    (["--calls", "0"], "--calls: expected a positive count"),
+@pytest.mark.parametrize("tool, argv, message", [
+    ("host_pieces", ["--groups", "8,x"],
+     "--groups: expected positive integers like 8,32,128, got '8,x'"),
+    ("host_pieces", ["--groups", "0"], "--groups: expected positive integers"),
+    ("host_pieces", ["--calls", "0"], "--calls: expected a positive count"),
+    ("update_probe", ["--groups", "8,x"],
+     "--groups: expected positive integers like 8,32,128, got '8,x'"),
+    ("update_probe", ["--history", "0,16"], "--history: expected positive integers"),
+    ("update_probe", ["--history", ""], "--history: expected positive integers"),
+    ("update_probe", ["--steps", "0"], "--steps: expected a positive count"),
 ])
-def test_host_pieces_names_bad_arguments_before_looking_for_a_gpu(argv, message, capsys):
-    assert host_pieces.main(argv) == 2
+def test_probes_name_bad_arguments_before_looking_for_a_gpu(tool, argv, message, capsys):
+    main = {"host_pieces": host_pieces.main, "update_probe": update_probe.main}[tool]
+    assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU case")
+def test_update_probe_needs_a_gpu(capsys):
+    assert update_probe.main(["--groups", "8", "--history", "4"]) == 2
+    assert "needs a GPU" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_update_probe_times_one_update_a_step(tmp_path):
+    import json
+    out = tmp_path / "update.json"
+    assert update_probe.main(["--groups", "8", "--history", "1,16", "--steps", "3",
+                              "--out", str(out)]) == 0
+    records = json.loads(out.read_text())["records"]
+    assert [(r["G"], r["history_len"]) for r in records] == [(8, 1), (8, 16)]
+    for r in records:
+        assert len(r["launch_us"]) == 3 and all(us > 0 for us in r["launch_us"])
 
 
 def test_tune_sm90_names_bad_precision_and_roles(capsys):
