@@ -93,18 +93,14 @@ def cast_bytes(elements: int, recipe: str) -> int:
     return elements * (2 + 1 + 1) + (2 * elements if recipe == "fp8_current" else 0)
 
 
-def gemm_floor_ms(row: dict) -> float:
-    """A GEMM's least time: its math at dense FP8 speed or its memory (and,
-    for wgrad, store) floor, whichever is longer."""
-    return max(row["dense_ms"], row["memory_floor_ms"], row.get("store_floor_ms", 0.0))
-
-
-def block_peer_floor_ms(row: dict):
-    """As gemm_floor_ms, with cuBLAS's blockwise GEMM's time for the math;
-    None without that peer."""
-    if row.get("dense_block_ms") is None:
+def gemm_floor_ms(row: dict, math: str = "dense_ms"):
+    """A GEMM's least time: its math at the speed of the peer `math` names
+    (dense FP8 by default, "dense_block_ms" for cuBLAS's blockwise GEMM) or
+    its memory (and, for wgrad, store) floor, whichever is longer; None
+    without that peer."""
+    if row.get(math) is None:
         return None
-    return max(row["dense_block_ms"], row["memory_floor_ms"], row.get("store_floor_ms", 0.0))
+    return max(row[math], row["memory_floor_ms"], row.get("store_floor_ms", 0.0))
 
 
 def end_to_end_bounds(result: dict, bw: Dict[str, float]) -> List[dict]:
@@ -133,7 +129,7 @@ def end_to_end_bounds(result: dict, bw: Dict[str, float]) -> List[dict]:
                    "bf16_ms": bf16, "cast_floor_ms": cast_ms, "gemm_floor_ms": gemm_ms,
                    "step_floor_ms": floor_ms, "bound": bf16 / floor_ms,
                    "ours": step.get("speedup_over_bf16")}
-            peer = [block_peer_floor_ms(g) for g in roles]
+            peer = [gemm_floor_ms(g, "dense_block_ms") for g in roles]
             if recipe == "fp8_block" and None not in peer:
                 row["block_peer_bound"] = bf16 / (cast_ms + sum(peer))
             rows.append(row)

@@ -16,6 +16,7 @@ GPU only.
 import argparse
 import statistics
 import sys
+
 import torch
 from torch.profiler import ProfilerActivity, profile
 

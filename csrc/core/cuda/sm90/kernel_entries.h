@@ -179,13 +179,12 @@
 //    the weight tile's L2 reads buys nothing: those forwards are not bound
 //    by L2-to-SM traffic.
 //  - The blockwise-scaled forward, dgrad and wgrad on 64x128 pingpong tiles
-//    (2026-12-06, sources in commit 3317dfc),
-//    so that one warpgroup's scaling of its k-block partial sums and its
-//    epilogue could overlap the other's MMAs: below the production
-//    blockwise kernels in every row on one H100, two runs (forward
-//    -0.22..-0.02 of cuBLAS's blockwise GEMM, dgrad -0.19..-0.06, wgrad
-//    -0.37..-0.15 against the 128x256 half-width one;
-//    benchmarks/h100-2026-12-06-tune-block-ping*.json).
+//    (2026-12-06, sources in commit 3317dfc), so that one warpgroup's
+//    scaling of its k-block partial sums and its epilogue could overlap the
+//    other's MMAs: below the production blockwise kernels in every row on
+//    one H100, two runs (forward -0.22..-0.02 of cuBLAS's blockwise GEMM,
+//    dgrad -0.19..-0.06, wgrad -0.37..-0.15 against the 128x256 half-width
+//    one; benchmarks/h100-2026-12-06-tune-block-ping*.json).
 //  - A producer that also prefetched the weight tile into L2 (TMA
 //    prefetch, no shared memory) 4 or 8 k-tiles ahead of the stage it
 //    loaded, to look further ahead than the four 48 KB stages (2026-12-06,
