@@ -94,6 +94,12 @@
 // -0.10..+0.09, bf16's forward -0.07..+0.07 and -0.06..+0.09 (H100:
 // benchmarks/h100-2026-12-05-d75c52e-tune-*.json; H200, one run of 15
 // timings a kernel: h200-2026-12-06-f0723be-tune-*-widestore.json).
+// The same wide-store forwards and dgrad with the wgrads' overlapped group
+// switch (`_overlap`, 2026-12-06): at 32-128 experts nearly every tile of a
+// CTA is in another group than its last. And the promoting forward and
+// dgrad with one tensor map per operand for the whole call
+// (`_wholemaps`, whole_operand_maps_mainloop.cuh), whose producer updates
+// no map at a group switch.
 // Candidates that lost were removed, with the run that decided:
 //  - the direct store (sources in commit 123ff57): an epilogue that wrote
 //    each thread's accumulators to global memory from registers (16-byte
@@ -213,11 +219,17 @@
 // benchmarks/h100-2026-12-05-d75c52e-tune-fp8-block.json). It is listed
 // before the 128x128 one, which keeps E5M2 dY (no 128x256 kernel) and
 // accumulation (the wide store reads no C).
-#define GL_SM90_TUNING_KERNELS(X)                \
-  X(wgrad_e5m2_bf16_fastcoop128x256)             \
-  X(forward_e4m3_bf16_halfcoop128x256_widestore) \
-  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)
+#define GL_SM90_TUNING_KERNELS(X)                        \
+  X(wgrad_e5m2_bf16_fastcoop128x256)                     \
+  X(forward_e4m3_bf16_halfcoop128x256_widestore)         \
+  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)           \
+  X(forward_bf16_coop128x256_widestore)                  \
+  X(forward_e4m3_bf16_halfcoop128x256_widestore_overlap) \
+  X(dgrad_e5m2_bf16_halfcoop128x256_widestore_overlap)   \
+  X(forward_e4m3_bf16_fastcoop128x256_widestore_overlap) \
+  X(forward_bf16_coop128x256_widestore_overlap)          \
+  X(forward_e4m3_bf16_halfcoop128x256_wholemaps)         \
+  X(dgrad_e5m2_bf16_halfcoop128x256_wholemaps)
 
 namespace grouped_linear::cuda::sm90 {
 
