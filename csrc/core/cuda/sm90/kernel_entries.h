@@ -94,12 +94,6 @@
 // -0.10..+0.09, bf16's forward -0.07..+0.07 and -0.06..+0.09 (H100:
 // benchmarks/h100-2026-12-05-d75c52e-tune-*.json; H200, one run of 15
 // timings a kernel: h200-2026-12-06-f0723be-tune-*-widestore.json).
-// The same wide-store forwards and dgrad with the wgrads' overlapped group
-// switch (`_overlap`, 2026-12-06): at 32-128 experts nearly every tile of a
-// CTA is in another group than its last. And the promoting forward and
-// dgrad with one tensor map per operand for the whole call
-// (`_wholemaps`, whole_operand_maps_mainloop.cuh), whose producer updates
-// no map at a group switch.
 // Candidates that lost were removed, with the run that decided:
 //  - the direct store (sources in commit 123ff57): an epilogue that wrote
 //    each thread's accumulators to global memory from registers (16-byte
@@ -200,6 +194,24 @@
 //    -0.06..-0.00 at 4 k-tiles, -0.14..+0.00 at 8; bf16 -0.12..-0.01);
 //    at mixtral -0.30..+0.03 (benchmarks/h100-2026-12-06-tune-l2-prefetch-*.json).
 //    The forwards at 32-128 experts are not short of loads in flight.
+//  - Group switches without waits (2026-12-06, sources in commit 2272e0d;
+//    one H100, `python -m bench.tune_sm90 --precision fp8 --roles
+//    fwd,dgrad`, three runs, and bf16's forward once). At 32-128 experts
+//    nearly every tile of a CTA is in another group than its last, and at
+//    each switch the epilogue waited for the last tile's stores to leave
+//    shared memory and the producer rewrote and fenced both load maps.
+//    (a) The wide-store forwards and dgrad with the wgrads' overlapped
+//    switch: -0.05..+0.00 of dense against the same kernels without it at
+//    32-128 experts, mixtral -0.20..+0.00 (bf16 -0.01..+0.00 and up to
+//    +0.10 at mixtral skewed). (b) The promoting forward and dgrad reading A
+//    and B through one tensor map each for the whole call, mapped once per
+//    CTA, a group being a row offset into them (no map update, fence or
+//    pointer-array read at a switch): -0.04..+0.06 of dense against the
+//    production kernels, within 0.02 but for dsv3 fc1's forward (-0.03,
+//    -0.04) and fc2's (+0.05, +0.06) uniform; mixtral -0.07..+0.04. Both
+//    passed their float64 checks. A group switch is not what the forward
+//    and dgrad at 32-128 experts lose on a tile
+//    (benchmarks/h100-2026-12-06-tune-overlap-*.json).
 // Winners moved to kernels/: the promoting E5M2 wgrad's 128x192 tile
 // (c6ed14f, fb76b91), since replaced, like the promoting E5M2 dgrad, by the
 // half-width promotion on 128x256 (12615d0: wgrad +0.04 to +0.09 of dense at
@@ -219,17 +231,11 @@
 // benchmarks/h100-2026-12-05-d75c52e-tune-fp8-block.json). It is listed
 // before the 128x128 one, which keeps E5M2 dY (no 128x256 kernel) and
 // accumulation (the wide store reads no C).
-#define GL_SM90_TUNING_KERNELS(X)                        \
-  X(wgrad_e5m2_bf16_fastcoop128x256)                     \
-  X(forward_e4m3_bf16_halfcoop128x256_widestore)         \
-  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)           \
-  X(forward_bf16_coop128x256_widestore)                  \
-  X(forward_e4m3_bf16_halfcoop128x256_widestore_overlap) \
-  X(dgrad_e5m2_bf16_halfcoop128x256_widestore_overlap)   \
-  X(forward_e4m3_bf16_fastcoop128x256_widestore_overlap) \
-  X(forward_bf16_coop128x256_widestore_overlap)          \
-  X(forward_e4m3_bf16_halfcoop128x256_wholemaps)         \
-  X(dgrad_e5m2_bf16_halfcoop128x256_wholemaps)
+#define GL_SM90_TUNING_KERNELS(X)                \
+  X(wgrad_e5m2_bf16_fastcoop128x256)             \
+  X(forward_e4m3_bf16_halfcoop128x256_widestore) \
+  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
+  X(forward_bf16_coop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
