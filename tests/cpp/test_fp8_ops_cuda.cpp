@@ -505,13 +505,16 @@ struct HistorySets {
   std::vector<int64_t> len;
 };
 
-// `lens`: the history lengths, in turn (default: 1 to 17).
-HistorySets make_history(std::mt19937& rng, int count, const std::vector<int64_t>& lens = {}) {
+// `lens`, `widths`: the history lengths and tensor counts, in turn (default:
+// 1 to 17 rows, 0 to 299 tensors).
+HistorySets make_history(std::mt19937& rng, int count, const std::vector<int64_t>& lens = {},
+                         const std::vector<int64_t>& widths = {}) {
   HistorySets h;
   std::uniform_real_distribution<float> v(0.f, 100.f);
   for (int i = 0; i < count; ++i) {
     const int64_t len = lens.empty() ? 1 + (i * 5) % 17 : lens[i % lens.size()];
-    const int64_t n = (i * 37) % 300;  // n = 0 included; > 128 too
+    const int64_t n = widths.empty() ? (i * 37) % 300  // n = 0 included; > 128 too
+                                     : widths[i % widths.size()];
     h.len.push_back(len);
     h.history.emplace_back(static_cast<size_t>(len * n));
     for (float& x : h.history.back()) x = v(rng) < 10.f ? 0.f : v(rng);
@@ -525,17 +528,23 @@ HistorySets make_history(std::mt19937& rng, int count, const std::vector<int64_t
 TEST_F(Fp8OpsCuda, DelayedScalingUpdateMatchesCpu) {
   struct Sets {
     int count;
-    std::vector<int64_t> lens;
+    std::vector<int64_t> lens, widths;
   };
-  // 300: more sets than one launch takes. The last: histories longer than
-  // one chunk of the CUDA roll (128 rows), filling their last chunk or not,
-  // and the recipe's default 1024.
+  // 300: more sets than one launch takes. The last two: histories longer
+  // than one chunk of the CUDA roll (512 rows at 32 tensors, 16384 / width
+  // at fewer), filling their last chunk or not, and the recipe's default
+  // 1024; one tensor (a module's backward set), 1 + G (its forward set) and
+  // widths whose last column block is 1, 9 or 31 wide.
   const std::vector<Sets> cases = {
-      {1, {}}, {7, {}}, {300, {}}, {6, {129, 300, 1024, 1025, 2, 1000}}};
+      {1, {}, {}},
+      {7, {}, {}},
+      {300, {}, {}},
+      {6, {129, 300, 1024, 1025, 2, 1000}, {}},
+      {9, {1024, 1537, 1024, 129, 300, 1025, 2, 1000, 1024}, {1, 1, 9, 33, 129, 32, 2, 300, 63}}};
   for (fp8::AmaxAlgo algo : {fp8::AmaxAlgo::kMax, fp8::AmaxAlgo::kMostRecent})
     for (const Sets& sets : cases) {
       const int count = sets.count;
-      HistorySets h = make_history(rng_, count, sets.lens);
+      HistorySets h = make_history(rng_, count, sets.lens, sets.widths);
       HistorySets cpu = h;
       std::vector<fp8::DelayedScalingUpdate> dev(count), host(count);
       for (int i = 0; i < count; ++i) {
