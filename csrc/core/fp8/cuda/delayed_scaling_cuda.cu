@@ -71,6 +71,9 @@ __global__ void __launch_bounds__(Threads)
   const int lane = static_cast<int>(threadIdx.x) / width;
   const bool active = lane < lanes;
   float* column = s.history + first + col;
+  // Row 0, the newest amax, is read by lane 0 now (the roll never writes it)
+  // rather than from row 1 after the last barrier, off the kernel's tail.
+  const float newest = active && lane == 0 ? column[0] : 0.f;
   // merge_amax over the rows this thread reads; -inf is its identity.
   float a = bits_float(0xFF800000u);
   if (active && use_max && lane == 0 && len >= 2) a = column[(len - 1) * n];  // read by no chunk
@@ -106,22 +109,22 @@ __global__ void __launch_bounds__(Threads)
   }
   // Each column's row lanes merge eight at a time: lane l takes lanes
   // l + stride .. l + 7 * stride (four barriers for 1024 lanes, not ten).
+  // Only lanes 0 .. len - 2 read rows, and most_recent reads none of them:
+  // the tree spans the lanes that hold an amax (none with one row).
+  const int merged = use_max ? static_cast<int>(min(static_cast<int64_t>(lanes), len - 1)) : 0;
   partial[threadIdx.x] = a;
-  for (int stride = 1; stride < lanes; stride *= 8) {
+  for (int stride = 1; stride < merged; stride *= 8) {
     __syncthreads();
     if (active && lane % (8 * stride) == 0) {
       float m = partial[threadIdx.x];
-      for (int r = 1; r < 8 && lane + r * stride < lanes; ++r)
+      for (int r = 1; r < 8 && lane + r * stride < merged; ++r)
         m = merge_amax(m, partial[threadIdx.x + r * stride * width]);
       partial[threadIdx.x] = m;
     }
   }
   __syncthreads();  // also: every chunk has read row 0
   if (lane != 0) return;
-  // Row 0 is the newest amax (with len == 1, the only one); the rolled
-  // history has already moved it to row 1.
   const int64_t t = first + col;
-  const float newest = len >= 2 ? column[n] : column[0];
   const float amax = use_max ? merge_amax(newest, partial[threadIdx.x]) : newest;
   const float scale = device_scale_from_amax(amax, u.fp8_max, margin, s.scale[t], false);
   s.scale[t] = scale;
