@@ -9,6 +9,8 @@
     python -m bench.make_table RESULT.json --compare LATER.json --write BENCHMARKS.md
         (one more section: LATER's ratios of our kernels beside RESULT's, per
         case, routing and role, and its FP8 end-to-end times beside RESULT's)
+    python -m bench.make_table RESULT.json --store-probe PROBE.json ...
+        (the FP8 targets tables gain a bound column: `python -m bench.targets`)
 """
 
 import argparse
@@ -21,7 +23,7 @@ from typing import List
 from .cases import REPO_ROOT
 from .report import (MODE_LABELS, RATIO_NOTE, Notes, Table, fmt, host_tables,
                      python_layer_table, throughput_table)
-from . import targets
+from . import roofline, targets
 
 
 def render_markdown(table: Table) -> str:
@@ -71,7 +73,21 @@ def end_to_end_table(records, notes: Notes) -> Table:
     return ["case", "routing"] + names, rows, 2
 
 
-def render(result: dict, source: str = "", plot: str = "") -> str:
+def targets_intro(bw_source: str) -> str:
+    text = ("Each target of the FP8 training issue with the figures of this run "
+            "(`python -m bench.targets`): the range over the cases it names and how many "
+            "meet it (figures rounded to two decimals, counted unrounded). Numerics are "
+            "checked by the tests, not here.")
+    if bw_source:
+        text += (" The last column is the most any kernel could reach on this GPU "
+                 "(`python -m bench.roofline`'s floors, with the write and copy bandwidth "
+                 f"of `{bw_source}`): a target above its bound is out of reach here.")
+    else:
+        text += " `python -m bench.roofline` gives the bound each GEMM ratio can reach."
+    return text
+
+
+def render(result: dict, source: str = "", plot: str = "", bw=None, bw_source: str = "") -> str:
     meta = result.get("meta", {})
     notes = Notes()
     device = meta.get("device", "?")
@@ -105,15 +121,9 @@ def render(result: dict, source: str = "", plot: str = "") -> str:
     if plot:
         out += [f"![ratios to dense, every role and case]({plot})", ""]
 
-    target_table = targets.render(result)
+    target_table = targets.render(result, bw)
     if target_table:
-        out += ["## FP8 targets (issue 4)", "",
-                "Each target of the FP8 training issue with the figures of this run "
-                "(`python -m bench.targets`): the range over the cases it names and how many "
-                "meet it (figures rounded to two decimals, counted unrounded). Numerics are "
-                "checked by the tests, not here; "
-                "`python -m bench.roofline` gives the bound each GEMM ratio can reach.", "",
-                target_table, ""]
+        out += ["## FP8 targets (issue 4)", "", targets_intro(bw_source), "", target_table, ""]
     if result.get("throughput"):
         out += ["## Throughput", "",
                 "TFLOP/s = 2·T·K·N / median time, per role; in brackets the ratio to dense "
@@ -320,7 +330,7 @@ def render_host_ab(ab: dict, source: str) -> str:
         render_markdown(host_ab_table(ab))]) + "\n"
 
 
-def render_comparison(base: dict, later: dict, source: str) -> str:
+def render_comparison(base: dict, later: dict, source: str, bw=None, bw_source: str = "") -> str:
     meta = later.get("meta", {})
     out = [f"## Re-run at `{meta.get('commit', '?')}`", "",
            f"{meta.get('date', '?')}, {meta.get('device', '?')}, torch {meta.get('torch', '?')}; "
@@ -328,6 +338,10 @@ def render_comparison(base: dict, later: dict, source: str) -> str:
            f"this one (now), each against the dense reference of its own process."]
     if meta.get("commit_note"):
         out += ["", f"> {meta['commit_note']}"]
+    target_table = targets.render(later, bw)
+    if target_table:
+        out += ["", "### FP8 targets at this run", "", targets_intro(bw_source), "",
+                target_table]
     for section, title in (("throughput", "Throughput"), ("fp8_throughput", "FP8 throughput")):
         if later.get(section):
             out += ["", f"### {title}", "",
@@ -360,7 +374,13 @@ def main(argv=None) -> int:
                         "figures) to add at the end")
     parser.add_argument("--compare", help="a later result JSON: its ratios beside this one's")
     parser.add_argument("--host-ab", help="a `python -m bench.host_ab` JSON to add as a table")
+    parser.add_argument("--store-probe", help="a `python -m bench.store_probe` JSON of the same "
+                        "GPU model: the targets tables gain each target's bound")
     args = parser.parse_args(argv)
+    bw, bw_source = None, ""
+    if args.store_probe:
+        bw_source = Path(args.store_probe).name
+        bw = roofline.bandwidths(json.loads(Path(args.store_probe).read_text()))
     path = Path(args.result) if args.result else newest_result()
     # The plot `python -m bench` draws beside its JSON, linked relative to
     # the Markdown file when there is one.
@@ -370,11 +390,11 @@ def main(argv=None) -> int:
         base = Path(args.write).resolve().parent if args.write else Path.cwd()
         plot = os.path.relpath(png.resolve(), base)
     result = json.loads(path.read_text())
-    text = render(result, source=path.name, plot=plot)
+    text = render(result, source=path.name, plot=plot, bw=bw, bw_source=bw_source)
     if args.compare:
         later_path = Path(args.compare)
         text += "\n" + render_comparison(result, json.loads(later_path.read_text()),
-                                          later_path.name)
+                                          later_path.name, bw, bw_source)
     if args.host_ab:
         ab_path = Path(args.host_ab)
         text += "\n" + render_host_ab(json.loads(ab_path.read_text()), ab_path.name)

@@ -106,3 +106,89 @@ def test_main_writes_the_table_and_refuses_a_result_without_records(tmp_path, ca
     path.write_text(json.dumps({"throughput": []}))
     assert targets.main([str(path)]) == 2
     assert "holds no FP8 throughput" in capsys.readouterr().err
+
+
+# A GPU that copies at 2 TB/s (read + write) and fills at 1 TB/s.
+PROBE = {"records": [{"copy_tb_per_s": 2.0, "fill_tb_per_s": 1.0},
+                     {"copy_tb_per_s": 1.5, "fill_tb_per_s": 0.5}]}
+BW = {"copy": 2.0e12, "fill": 1.0e12}
+
+
+def _shaped(role, G, K, N, T, ours_ms, dense_ms):
+    record = _gemm(f"{role}_case", G, role, ours_ms, dense_ms)
+    record.update(K=K, N=N, T=T)
+    return record
+
+
+def test_gemm_bound_is_dense_over_the_memory_or_store_floor():
+    # wgrad writes G*N*K bf16: 2 * 32 * 1000 * 1000 bytes = 64 MB, 64 us at
+    # 1 TB/s; reads T*(N+K) = 2 MB; copy floor 66 MB / 2 TB/s = 33 us.
+    wgrad = _shaped("wgrad", 32, 1000, 1000, 1000, 1.0, 0.032)
+    assert abs(targets.gemm_bound(wgrad, "dense_fp8", BW) - 0.5) < 1e-9
+    # fwd reads T*K + G*N*K = 33 MB, writes 2*T*N = 2 MB: 17.5 us at 2 TB/s.
+    fwd = _shaped("fwd", 32, 1000, 1000, 1000, 1.0, 0.0105)
+    assert abs(targets.gemm_bound(fwd, "dense_fp8", BW) - 0.6) < 1e-9
+    # Dense slower than the floor: nothing but 1 bounds the ratio.
+    assert targets.gemm_bound(_shaped("fwd", 8, 1000, 1000, 1000, 1.0, 1.0), "dense_fp8",
+                              BW) == 1.0
+    # No shapes (or no peer): no bound.
+    assert targets.gemm_bound(_gemm("c", 8, "fwd", 1.0, 0.9), "dense_fp8", BW) is None
+    assert targets.gemm_bound(wgrad, "dense_fp8_fast", BW) is None
+
+
+def test_bound_column_with_a_store_probe_and_none_without():
+    result = {"fp8_throughput": [_shaped("wgrad", 32, 1000, 1000, 1000, 1.0, 0.032)],
+              "host_overhead": RESULT["host_overhead"]}
+    plain = targets.target_rows(result)
+    assert all(len(row) == len(targets.HEADER) for row in plain)
+    rows = targets.target_rows(result, BW)
+    (wgrad,) = _rows_by(rows, "FP8 GEMM wgrad, promoting (fp32 accumulation)", "32-128 experts")
+    assert wgrad[3] == "0.03" and wgrad[5] == "0.50"
+    assert all(row[5] == "-" for row in rows if row[0].startswith("host"))
+    assert targets.render(result, BW).splitlines()[0].endswith("| bound (any kernel, this GPU) |")
+
+
+def test_end_to_end_bound_is_roofline_s():
+    # One dsv3-like record whose three GEMMs and step are all there.
+    G, K, N, T = 32, 1000, 1000, 1000
+    result = {"fp8_throughput": [_shaped(role, G, K, N, T, 1.0, 0.001)
+                                 for role in ("fwd", "dgrad", "wgrad")],
+              "fp8_end_to_end": [{"case": "dsv3_x", "routing": "uniform", "G": G, "K": K,
+                                  "N": N, "T": T,
+                                  "impls": {"bf16": {"median_ms": 1.0},
+                                            "fp8_delayed": {"median_ms": 2.0,
+                                                            "speedup_over_bf16": 0.5}}}]}
+    for r in result["fp8_throughput"]:
+        r["case"] = "dsv3_x"
+    (expected,) = targets.roofline.end_to_end_bounds(result, BW)
+    (row,) = [r for r in targets.target_rows(result, BW) if r[0] == "end to end, fp8_delayed"]
+    assert row[5] == f"{expected['bound']:.2f}x"
+    assert row[4] == "not met (0/1)"
+
+
+def test_make_table_store_probe_adds_the_bounds_to_both_targets_tables(tmp_path):
+    result = {"meta": {"commit": "abc"},
+              "fp8_throughput": [_shaped("wgrad", 32, 1000, 1000, 1000, 1.0, 0.032)]}
+    paths = {name: tmp_path / f"{name}.json" for name in ("result", "later", "probe")}
+    paths["result"].write_text(json.dumps(result))
+    paths["later"].write_text(json.dumps(dict(result, meta={"commit": "def"})))
+    paths["probe"].write_text(json.dumps(PROBE))
+    out = tmp_path / "B.md"
+    assert make_table.main([str(paths["result"]), "--compare", str(paths["later"]),
+                            "--store-probe", str(paths["probe"]), "--write", str(out)]) == 0
+    text = out.read_text()
+    assert text.count("| bound (any kernel, this GPU) |") == 2
+    assert "### FP8 targets at this run" in text and "`probe.json`" in text
+    # The probe's best copy and fill bandwidths (2 and 1 TB/s) made the bound.
+    assert "| not met (0/1) | 0.50 |" in text
+
+
+def test_targets_main_refuses_an_unreadable_store_probe(tmp_path, capsys):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(RESULT))
+    assert targets.main([str(path), "--store-probe", str(tmp_path / "missing.json")]) == 2
+    assert "--store-probe" in capsys.readouterr().err
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"records": []}))
+    assert targets.main([str(path), "--store-probe", str(empty)]) == 2
+    assert "no records" in capsys.readouterr().err
