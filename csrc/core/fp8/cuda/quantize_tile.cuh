@@ -406,9 +406,10 @@ __device__ void quantize_full_tile(const TileIO& io, float scale, Format format,
   // Thread (warp, half) takes rows 2 * warp + half + 16 * i, i = 0 .. 7,
   // four 16-byte loads in flight at a time. Eight at once or an L2 bulk
   // prefetch of a CTA's next tile made the weight cast slower on an H100
-  // (2.58-2.65 and 1.89-1.97 TB/s against 2.67-2.73), and two code tiles
-  // (one barrier a tile) no faster (benchmarks/h100-2026-12-06-cast-
-  // prefetch-ab.txt, -weight-cast-barrier-ab.txt).
+  // (2.58-2.65 and 1.89-1.97 TB/s against 2.67-2.73); two code tiles (one
+  // barrier a tile) and 16-byte column-wise stores made it no faster
+  // (benchmarks/h100-2026-12-06-cast-prefetch-ab.txt,
+  // -weight-cast-barrier-ab.txt, -cast-wide-column-stores-ab.txt).
   float folded = 0.f;  // kPerTile: this thread's rows' segment amaxes, folded
   for (int i0 = 0; i0 < kRows; i0 += 4) {
     uint4 raw[4];
