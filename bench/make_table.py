@@ -380,7 +380,11 @@ def main(argv=None) -> int:
     bw, bw_source = None, ""
     if args.store_probe:
         bw_source = Path(args.store_probe).name
-        bw = roofline.bandwidths(json.loads(Path(args.store_probe).read_text()))
+        try:
+            bw = roofline.bandwidths(json.loads(Path(args.store_probe).read_text()))
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"make_table: --store-probe {args.store_probe}: {exc}", file=sys.stderr)
+            return 2
     path = Path(args.result) if args.result else newest_result()
     # The plot `python -m bench` draws beside its JSON, linked relative to
     # the Markdown file when there is one.

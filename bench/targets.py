@@ -84,11 +84,9 @@ def gemm_bound(record: dict, dense: str, bw: Dict[str, float]) -> Optional[float
     dense_ms = record.get("impls", {}).get(dense, {}).get("median_ms")
     if dense_ms is None or any(k not in record for k in ("G", "K", "N", "T")):
         return None
-    t = roofline.traffic_bytes(record["role"], record["G"], record["K"], record["N"], record["T"])
-    floor_ms = (t["read"] + t["write"]) / bw["copy"] * 1e3
-    if record["role"] == "wgrad":
-        floor_ms = max(floor_ms, t["write"] / bw["fill"] * 1e3)
-    return min(1.0, dense_ms / floor_ms)
+    f = roofline.gemm_floors_ms(record["role"], record["G"], record["K"], record["N"],
+                                record["T"], bw)
+    return min(1.0, dense_ms / max(f.values()))
 
 
 def _bound_cell(bounds: Sequence[float]) -> str:
@@ -193,11 +191,10 @@ def target_rows(result: dict, bw: Optional[Dict[str, float]] = None) -> List[Row
     """Every target's row; with `bw` (a store probe's bandwidths) each ends
     in its bound ("-" for host time: no bandwidth bounds it)."""
     e2e_bounds = None
+    host = host_rows(result.get("host_overhead", []))
     if bw:
         e2e_bounds = {(b["case"], b["routing"], b["step"]): b["bound"]
                       for b in roofline.end_to_end_bounds(result, bw)}
-    host = host_rows(result.get("host_overhead", []))
-    if bw:
         host = [row + ["-"] for row in host]
     return (gemm_rows(result.get("fp8_throughput", []), bw) +
             end_to_end_rows(result.get("fp8_end_to_end", []), e2e_bounds) + host)

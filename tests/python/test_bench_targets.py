@@ -192,3 +192,14 @@ def test_targets_main_refuses_an_unreadable_store_probe(tmp_path, capsys):
     empty.write_text(json.dumps({"records": []}))
     assert targets.main([str(path), "--store-probe", str(empty)]) == 2
     assert "no records" in capsys.readouterr().err
+
+
+def test_make_table_refuses_an_unreadable_store_probe(tmp_path, capsys):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(RESULT))
+    assert make_table.main([str(path), "--store-probe", str(tmp_path / "missing.json")]) == 2
+    assert "--store-probe" in capsys.readouterr().err
+    # The same call without it still renders.
+    out = tmp_path / "B.md"
+    assert make_table.main([str(path), "--write", str(out)]) == 0
+    assert "## FP8 targets (issue 4)" in out.read_text()
