@@ -5,6 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
@@ -183,23 +185,18 @@ def test_make_table_store_probe_adds_the_bounds_to_both_targets_tables(tmp_path)
     assert "| not met (0/1) | 0.50 |" in text
 
 
-def test_targets_main_refuses_an_unreadable_store_probe(tmp_path, capsys):
+@pytest.mark.parametrize("main", [targets.main, make_table.main], ids=["targets", "make_table"])
+def test_main_refuses_an_unreadable_store_probe_and_works_after(main, tmp_path, capsys):
     path = tmp_path / "r.json"
     path.write_text(json.dumps(RESULT))
-    assert targets.main([str(path), "--store-probe", str(tmp_path / "missing.json")]) == 2
+    assert main([str(path), "--store-probe", str(tmp_path / "missing.json")]) == 2
     assert "--store-probe" in capsys.readouterr().err
     empty = tmp_path / "empty.json"
     empty.write_text(json.dumps({"records": []}))
-    assert targets.main([str(path), "--store-probe", str(empty)]) == 2
+    assert main([str(path), "--store-probe", str(empty)]) == 2
     assert "no records" in capsys.readouterr().err
-
-
-def test_make_table_refuses_an_unreadable_store_probe(tmp_path, capsys):
-    path = tmp_path / "r.json"
-    path.write_text(json.dumps(RESULT))
-    assert make_table.main([str(path), "--store-probe", str(tmp_path / "missing.json")]) == 2
-    assert "--store-probe" in capsys.readouterr().err
-    # The same call without it still renders.
-    out = tmp_path / "B.md"
-    assert make_table.main([str(path), "--write", str(out)]) == 0
-    assert "## FP8 targets (issue 4)" in out.read_text()
+    # The same call without it still renders the targets.
+    out = tmp_path / "t.md"
+    write = "--write" if main is make_table.main else "--out"
+    assert main([str(path), write, str(out)]) == 0
+    assert "| target | cases | criterion | measured | verdict |" in out.read_text()
