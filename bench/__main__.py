@@ -143,6 +143,9 @@ def main(argv=None) -> int:
         for case in cases:
             result["fp8_throughput"] += fp8_throughput.run([case], device, timer, settings)
             write_json(result, out_path)
+        result["fp8_output_types"] = fp8_throughput.run_output_types(cases, device, timer,
+                                                                     settings)
+        write_json(result, out_path)
         result["fp8_end_to_end"] = fp8_module.run(cases, device, timer, value["warmup"],
                                                   value["reps"], routings)
         write_json(result, out_path)

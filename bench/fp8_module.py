@@ -21,7 +21,7 @@ import grouped_linear
 from grouped_linear import fp8
 
 from .cases import ThroughputCase, make_splits, splits_summary
-from .report import log, short_error
+from .report import each_case, log, short_error
 
 RECIPES = {
     "fp8_delayed": lambda: fp8.DelayedScaling(),
@@ -110,16 +110,6 @@ def measure_case(case: ThroughputCase, device, timer, warmup: int, reps: int,
 
 def run(cases: Sequence[ThroughputCase], device, timer, warmup: int, reps: int,
         routings: Sequence[str]) -> List[dict]:
-    records: List[dict] = []
-    for case in cases:
-        if not case.name.startswith(CASE_PREFIXES):
-            continue
-        log(f"fp8 end to end {case.name}")
-        try:
-            records.extend(measure_case(case, device, timer, warmup, reps, routings))
-        except Exception as exc:  # noqa: BLE001
-            traceback.print_exc(file=sys.stderr)
-            records.append({"case": case.name, "error": short_error(exc)})
-        timer.synchronize()
-        torch.cuda.empty_cache()
-    return records
+    return each_case([c for c in cases if c.name.startswith(CASE_PREFIXES)], timer,
+                     lambda c: f"fp8 end to end {c.name}",
+                     lambda c: measure_case(c, device, timer, warmup, reps, routings))

@@ -34,7 +34,6 @@ codes and scales, as the time does not depend on them):
                             (wgrad), where this torch and cuBLAS have them
 """
 
-import statistics
 import sys
 import traceback
 from typing import Dict, List, Sequence, Tuple
@@ -46,8 +45,8 @@ from grouped_linear import ops
 
 from . import peers
 from .cases import ThroughputCase, make_splits, splits_summary
-from .report import log, short_error
-from .throughput import Settings, add_ratios, check_against, time_product
+from .report import each_case, log, short_error
+from .throughput import Settings, time_product
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 GROUP_ALIGN = grouped_linear._C.fp8.GROUP_ALIGN  # group starts of column-wise copies
@@ -77,7 +76,8 @@ def columnwise(codes: torch.Tensor, splits: Sequence[int]) -> torch.Tensor:
     return out.view(codes.dtype)
 
 
-def dense_fp8(role: str, case: ThroughputCase, device, fast: bool = False) -> callable:
+def dense_fp8(role: str, case: ThroughputCase, device, fast: bool = False,
+              out_dtype: torch.dtype = torch.bfloat16) -> callable:
     """torch._scaled_mm of the role's M x N x K, operands as cuBLAS wants them."""
     m, n, k = {"fwd": (case.T, case.N, case.K), "dgrad": (case.T, case.K, case.N),
                "wgrad": (case.N, case.K, case.T)}[role]
@@ -85,7 +85,7 @@ def dense_fp8(role: str, case: ThroughputCase, device, fast: bool = False) -> ca
     a = torch.randn(m, k, device=device, generator=gen).to(E4M3)
     b = torch.randn(n, k, device=device, generator=gen).to(E4M3)
     one = torch.ones((), device=device)
-    return lambda: torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16,
+    return lambda: torch._scaled_mm(a, b.t(), one, one, out_dtype=out_dtype,
                                     use_fast_accum=fast)
 
 
@@ -167,21 +167,45 @@ def scaled_grouped_mm(role: str, xq, wq, wq_t, dy_e4m3, offs):
     return lambda: torch._scaled_grouped_mm(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16)
 
 
+class Operands:
+    """A case's operands quantized once (per-tensor scales): row-wise X, dY
+    (E5M2, and E4M3 for the blockwise and scaled_grouped_mm rows) and each W_g,
+    W_g transposed for dgrad."""
+
+    def __init__(self, case: ThroughputCase, device):
+        gen = torch.Generator(device=device).manual_seed(0)
+        x = torch.randn(case.T, case.K, device=device, generator=gen)
+        w = torch.randn(case.G, case.N, case.K, device=device, generator=gen) * 0.02
+        dy = torch.randn(case.T, case.N, device=device, generator=gen) * 0.01
+        self.xq, self.sx = quantize(x, E4M3)
+        self.dyq, self.sdy = quantize(dy, E5M2)
+        self.dy_e4m3 = quantize(dy, E4M3)[0]
+        del x, dy
+        self.wq = torch.empty_like(w, dtype=E4M3)
+        self.sw = torch.empty(case.G, device=device)
+        for g in range(case.G):  # setup only
+            self.wq[g], self.sw[g] = quantize(w[g], E4M3)
+        del w
+        self.wq_t = self.wq.transpose(1, 2).contiguous()
+
+
+def per_tensor_product(role: str, case: ThroughputCase, op: Operands, splits, dyq_t, xq_t,
+                       split_accumulator: bool = True,
+                       out_dtype: torch.dtype = torch.bfloat16) -> callable:
+    """Our per-tensor scaled product of `role` (wgrad on the column-wise copies)."""
+    if role == "fwd":
+        return lambda: ops.fp8_forward(op.xq, op.sx, op.wq, op.sw, None, splits,
+                                       out_dtype=out_dtype, split_accumulator=split_accumulator)
+    if role == "dgrad":
+        return lambda: ops.fp8_dgrad(op.dyq, op.sdy, op.wq_t, op.sw, splits,
+                                     out_dtype=out_dtype, split_accumulator=split_accumulator)
+    return lambda: ops.fp8_wgrad(dyq_t, op.sdy, xq_t, op.sx, splits, case.T,
+                                 out_dtype=out_dtype, split_accumulator=split_accumulator)
+
+
 def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> List[dict]:
-    gen = torch.Generator(device=device).manual_seed(0)
-    x = torch.randn(case.T, case.K, device=device, generator=gen)
-    w = torch.randn(case.G, case.N, case.K, device=device, generator=gen) * 0.02
-    dy = torch.randn(case.T, case.N, device=device, generator=gen) * 0.01
-    xq, sx = quantize(x, E4M3)
-    dyq, sdy = quantize(dy, E5M2)
-    dy_e4m3 = quantize(dy, E4M3)[0]  # the block recipe's gradient format, and scaled_grouped_mm's
-    del x, dy
-    wq = torch.empty_like(w, dtype=E4M3)
-    sw = torch.empty(case.G, device=device)
-    for g in range(case.G):  # setup only
-        wq[g], sw[g] = quantize(w[g], E4M3)
-    del w
-    wq_t = wq.transpose(1, 2).contiguous()
+    op = Operands(case, device)
+    xq, wq, wq_t, dyq, dy_e4m3 = op.xq, op.wq, op.wq_t, op.dyq, op.dy_e4m3
     flops = case.flops()
 
     dense: Dict[Tuple[str, bool], dict] = {}
@@ -208,14 +232,7 @@ def measure_case(case: ThroughputCase, device, timer, settings: Settings) -> Lis
         dy_e4m3_t = columnwise(dy_e4m3, splits) if "wgrad" in settings.roles else None
         for role in settings.roles:
             def product(split: bool):
-                return {
-                    "fwd": lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits,
-                                                   split_accumulator=split),
-                    "dgrad": lambda: ops.fp8_dgrad(dyq, sdy, wq_t, sw, splits,
-                                                   split_accumulator=split),
-                    "wgrad": lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, case.T,
-                                                   split_accumulator=split),
-                }[role]
+                return per_tensor_product(role, case, op, splits, dyq_t, xq_t, split)
             impls: Dict[str, dict] = {}
             reference = None
             for name, build in (("grouped_linear:fp8", lambda: product(True)),
@@ -269,14 +286,65 @@ def add_ratios_fp8(impls: Dict[str, dict]) -> None:
 
 
 def run(cases: Sequence[ThroughputCase], device, timer, settings: Settings) -> List[dict]:
-    records: List[dict] = []
-    for case in cases:
-        log(f"fp8 throughput {case.name}: G={case.G} K={case.K} N={case.N} T={case.T}")
-        try:
-            records.extend(measure_case(case, device, timer, settings))
-        except Exception as exc:  # noqa: BLE001
-            traceback.print_exc(file=sys.stderr)
-            records.append({"case": case.name, "error": short_error(exc)})
-        timer.synchronize()
-        torch.cuda.empty_cache()
+    return each_case(cases, timer,
+                     lambda c: f"fp8 throughput {c.name}: G={c.G} K={c.K} N={c.N} T={c.T}",
+                     lambda c: measure_case(c, device, timer, settings))
+
+
+# The output types a per-tensor FP8 GEMM writes besides bf16: fp16, and fp32
+# (what a wgrad accumulating into an fp32 main_grad writes).
+OUTPUT_TYPES = (("bf16", torch.bfloat16), ("fp16", torch.float16), ("fp32", torch.float32))
+
+
+def output_types_case(case: ThroughputCase, routing: str, device, timer,
+                      settings: Settings) -> List[dict]:
+    """Per role, our promoting per-tensor product into each output type
+    (`grouped_linear:fp8@fp16`) against torch._scaled_mm into the same type
+    (`dense_fp8@fp16`): one routing, the ratio to the dense peer of that type."""
+    op = Operands(case, device)
+    splits = make_splits(routing, case.G, case.T)
+    wgrad = "wgrad" in settings.roles
+    dyq_t = columnwise(op.dyq, splits) if wgrad else None
+    xq_t = columnwise(op.xq, splits) if wgrad else None
+    flops = case.flops()
+    records = []
+    for role in settings.roles:
+        impls: Dict[str, dict] = {}
+        for label, out_dtype in OUTPUT_TYPES:
+            for name, build in (
+                    (f"grouped_linear:fp8@{label}",
+                     lambda: per_tensor_product(role, case, op, splits, dyq_t, xq_t, True,
+                                                out_dtype)),
+                    (f"dense_fp8@{label}", lambda: dense_fp8(role, case, device, False,
+                                                             out_dtype))):
+                try:
+                    fn = build()
+                    out = fn()
+                    if out.dtype != out_dtype:
+                        raise RuntimeError(f"wrote {out.dtype}, expected {out_dtype}")
+                    del out
+                    impls[name] = time_product(timer, fn, settings, flops)
+                except Exception as exc:  # noqa: BLE001  a failure is a result
+                    impls[name] = {"error": short_error(exc)}
+                    if name.startswith("grouped"):
+                        traceback.print_exc(file=sys.stderr)
+            ours, dense = impls[f"grouped_linear:fp8@{label}"], impls[f"dense_fp8@{label}"]
+            if "tflops" in ours and dense.get("tflops"):
+                ours["ratio_to_dense"] = ours["tflops"] / dense["tflops"]
+        # Ours first, then the peers: the table's column order.
+        impls = dict(sorted(impls.items(), key=lambda item: item[0].startswith("dense")))
+        records.append({"case": case.name, "G": case.G, "K": case.K, "N": case.N, "T": case.T,
+                        "routing": routing, "splits": splits_summary(splits), "role": role,
+                        "flops": flops, "dtype": "fp8 (e4m3, e5m2 grads)", "impls": impls})
+        log(f"  fp8 outputs {case.name:16s} {routing:8s} {role:6s} " + "  ".join(
+            f"{n}={r['tflops']:.3g}" if "tflops" in r else f"{n}=n/a" for n, r in impls.items()))
     return records
+
+
+def run_output_types(cases: Sequence[ThroughputCase], device, timer,
+                     settings: Settings) -> List[dict]:
+    """output_types_case for each case under one routing (uniform where the run
+    has it), which keeps the section short: the routings are compared above."""
+    routing = "uniform" if "uniform" in settings.routings else settings.routings[0]
+    return each_case(cases, timer, lambda c: f"fp8 output types {c.name} ({routing})",
+                     lambda c: output_types_case(c, routing, device, timer, settings))

@@ -148,6 +148,15 @@ def render(result: dict, source: str = "", plot: str = "", bw=None, bw_source: s
                 "`dense_fp8_block`, `torch.nn.functional.scaled_mm` (cuBLAS) with the same "
                 "scalings (wgrad: 1×128 by 1×128).", "",
                 render_markdown(throughput_table(result["fp8_throughput"], notes)), ""]
+    if result.get("fp8_output_types"):
+        out += ["## FP8 output types", "",
+                "The promoting per-tensor FP8 products of the table above (one routing) "
+                "writing bf16, fp16 or fp32 (`grouped_linear:fp8@fp16`: our kernel into "
+                "fp16), each against `torch._scaled_mm` into the same type (`dense_fp8@fp16`). "
+                "fp32 is the type of an fp32 `main_grad` (written here, not accumulated into). "
+                "TFLOP/s; "
+                "in brackets the ratio to the dense GEMM of the same output type.", "",
+                render_markdown(throughput_table(result["fp8_output_types"], notes)), ""]
     if result.get("fp8_end_to_end"):
         out += ["## FP8 end to end", "",
                 "GroupedLinear forward+backward (bias off), one step: autocast entered, "

@@ -18,7 +18,7 @@ from grouped_linear import ops
 
 from . import peers
 from .cases import ThroughputCase, make_splits, splits_summary
-from .report import log, short_error
+from .report import each_case, log, short_error
 
 # Relative Frobenius error allowed between two bf16 results of one product
 # (different summation orders round differently; a wrong group is far above).
@@ -163,20 +163,9 @@ def add_ratios(impls: Dict[str, dict]) -> None:
 
 def run(cases: Sequence[ThroughputCase], device: torch.device, timer,
         settings: Settings) -> List[dict]:
-    records: List[dict] = []
-    for case in cases:
-        log(f"throughput {case.name}: G={case.G} K={case.K} N={case.N} T={case.T}")
-        try:
-            records.extend(measure_case(case, device, timer, settings))
-        except Exception as exc:  # noqa: BLE001  e.g. out of memory for one case
-            traceback.print_exc(file=sys.stderr)
-            records.append({"case": case.name, "G": case.G, "K": case.K, "N": case.N,
-                            "T": case.T, "error": short_error(exc)})
-        if device.type == "cuda":
-            # The largest weights are 1.9 GB: give each case a clean pool.
-            timer.synchronize()
-            torch.cuda.empty_cache()
-    return records
+    return each_case(cases, timer,
+                     lambda c: f"throughput {c.name}: G={c.G} K={c.K} N={c.N} T={c.T}",
+                     lambda c: measure_case(c, device, timer, settings))
 
 
 def default_engines(device: torch.device) -> List[str]:
