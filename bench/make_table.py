@@ -11,6 +11,9 @@
         case, routing and role, and its FP8 end-to-end times beside RESULT's)
     python -m bench.make_table RESULT.json --store-probe PROBE.json ...
         (the FP8 targets tables gain a bound column: `python -m bench.targets`)
+    --compare and --store-probe may each be given more than once: one
+    re-run section per --compare, and each run's bounds from the probe of
+    its own GPU model (the probe's "device" against the run's meta.device).
 """
 
 import argparse
@@ -71,6 +74,14 @@ def end_to_end_table(records, notes: Notes) -> Table:
         if "impls" not in r:
             notes.mark(f"fp8 end to end {r.get('case')}: {r.get('error')}")
     return ["case", "routing"] + names, rows, 2
+
+
+OUTPUT_TYPES_INTRO = (
+    "The promoting per-tensor FP8 products (`grouped_linear:fp8` of the FP8 throughput table, "
+    "one routing) writing bf16, fp16 or fp32 (`grouped_linear:fp8@fp16`: our kernel into "
+    "fp16), each against `torch._scaled_mm` into the same type (`dense_fp8@fp16`). fp32 is "
+    "the type of an fp32 `main_grad` (written here, not accumulated into). TFLOP/s; in "
+    "brackets the ratio to the dense GEMM of the same output type.")
 
 
 def targets_intro(bw_source: str) -> str:
@@ -149,13 +160,7 @@ def render(result: dict, source: str = "", plot: str = "", bw=None, bw_source: s
                 "scalings (wgrad: 1×128 by 1×128).", "",
                 render_markdown(throughput_table(result["fp8_throughput"], notes)), ""]
     if result.get("fp8_output_types"):
-        out += ["## FP8 output types", "",
-                "The promoting per-tensor FP8 products of the table above (one routing) "
-                "writing bf16, fp16 or fp32 (`grouped_linear:fp8@fp16`: our kernel into "
-                "fp16), each against `torch._scaled_mm` into the same type (`dense_fp8@fp16`). "
-                "fp32 is the type of an fp32 `main_grad` (written here, not accumulated into). "
-                "TFLOP/s; "
-                "in brackets the ratio to the dense GEMM of the same output type.", "",
+        out += ["## FP8 output types", "", OUTPUT_TYPES_INTRO, "",
                 render_markdown(throughput_table(result["fp8_output_types"], notes)), ""]
     if result.get("fp8_end_to_end"):
         out += ["## FP8 end to end", "",
@@ -355,6 +360,11 @@ def render_comparison(base: dict, later: dict, source: str, bw=None, bw_source: 
         if later.get(section):
             out += ["", f"### {title}", "",
                     render_markdown(comparison_table(base.get(section, []), later[section]))]
+    if later.get("fp8_output_types"):
+        notes = Notes()
+        out += ["", "### FP8 output types", "", OUTPUT_TYPES_INTRO, "",
+                render_markdown(throughput_table(later["fp8_output_types"], notes))]
+        out += [""] + [f"- {line}" for line in notes.lines()] if notes.items else []
     if later.get("fp8_end_to_end"):
         out += ["", "### FP8 end to end (ms per step, before → now)", "",
                 render_markdown(end_to_end_comparison(base.get("fp8_end_to_end", []),
@@ -381,19 +391,31 @@ def main(argv=None) -> int:
     parser.add_argument("--tuning", help="a `python -m bench.tune_sm90` JSON to add as a table")
     parser.add_argument("--append", help="a Markdown file (hand-written reading of the "
                         "figures) to add at the end")
-    parser.add_argument("--compare", help="a later result JSON: its ratios beside this one's")
+    parser.add_argument("--compare", action="append", default=[],
+                        help="a later result JSON: its ratios beside this one's (repeatable)")
     parser.add_argument("--host-ab", help="a `python -m bench.host_ab` JSON to add as a table")
-    parser.add_argument("--store-probe", help="a `python -m bench.store_probe` JSON of the same "
-                        "GPU model: the targets tables gain each target's bound")
+    parser.add_argument("--store-probe", action="append", default=[],
+                        help="a `python -m bench.store_probe` JSON: the targets tables of runs "
+                        "on its GPU model gain each target's bound (repeatable)")
     args = parser.parse_args(argv)
-    bw, bw_source = None, ""
-    if args.store_probe:
-        bw_source = Path(args.store_probe).name
+    probes = []  # (GPU model or "", bandwidths, file name)
+    for probe_path in args.store_probe:
         try:
-            bw = roofline.bandwidths(json.loads(Path(args.store_probe).read_text()))
+            probe = json.loads(Path(probe_path).read_text())
+            probes.append((probe.get("device", ""), roofline.bandwidths(probe),
+                           Path(probe_path).name))
         except (OSError, ValueError, KeyError) as exc:
-            print(f"make_table: --store-probe {args.store_probe}: {exc}", file=sys.stderr)
+            print(f"make_table: --store-probe {probe_path}: {exc}", file=sys.stderr)
             return 2
+
+    def probe_for(run: dict):
+        """The bandwidths and source of the first probe of the run's GPU model
+        (a probe or run that names none matches any)."""
+        device = run.get("meta", {}).get("device", "")
+        for probe_device, bw, name in probes:
+            if not probe_device or not device or probe_device == device:
+                return bw, name
+        return None, ""
     path = Path(args.result) if args.result else newest_result()
     # The plot `python -m bench` draws beside its JSON, linked relative to
     # the Markdown file when there is one.
@@ -403,11 +425,13 @@ def main(argv=None) -> int:
         base = Path(args.write).resolve().parent if args.write else Path.cwd()
         plot = os.path.relpath(png.resolve(), base)
     result = json.loads(path.read_text())
+    bw, bw_source = probe_for(result)
     text = render(result, source=path.name, plot=plot, bw=bw, bw_source=bw_source)
-    if args.compare:
-        later_path = Path(args.compare)
-        text += "\n" + render_comparison(result, json.loads(later_path.read_text()),
-                                          later_path.name, bw, bw_source)
+    for compare in args.compare:
+        later_path = Path(compare)
+        later = json.loads(later_path.read_text())
+        bw, bw_source = probe_for(later)
+        text += "\n" + render_comparison(result, later, later_path.name, bw, bw_source)
     if args.host_ab:
         ab_path = Path(args.host_ab)
         text += "\n" + render_host_ab(json.loads(ab_path.read_text()), ab_path.name)

@@ -3,6 +3,7 @@ write the type they are named for (checked against a float64 product of the
 dequantized operands), each ratio is taken against the dense peer of the
 same output type or not at all, and make_table renders the section."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -99,3 +100,20 @@ def test_output_types_records_and_table(monkeypatch):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert "(" in cells[3] and "(" in cells[5] and "(" not in cells[4]  # fp16: no ratio
     assert cells[7].startswith("n/a")
+
+
+def test_a_later_runs_output_types_render_in_its_section(tmp_path):
+    ours = {"median_ms": 1.0, "tflops": 2.0, "ratio_to_dense": 0.5}
+    record = {"case": "c", "routing": "uniform", "role": "fwd",
+              "impls": {"grouped_linear:fp8@fp32": ours,
+                        "dense_fp8@fp32": {"median_ms": 0.5, "tflops": 4.0},
+                        "dense_fp8@fp16": {"error": "RuntimeError: none"}}}
+    base, later = tmp_path / "base.json", tmp_path / "later.json"
+    base.write_text(json.dumps({"meta": {"commit": "a"}, "throughput": []}))
+    later.write_text(json.dumps({"meta": {"commit": "b"}, "fp8_output_types": [record]}))
+    out = tmp_path / "B.md"
+    assert make_table.main([str(base), "--compare", str(later), "--write", str(out)]) == 0
+    section = out.read_text().split("## Re-run at `b`")[1]
+    assert "### FP8 output types" in section
+    assert "| c | uniform | fwd | 2.00 (0.50) | 4.00 | n/a [1] |" in section
+    assert "- [1] dense_fp8@fp16: RuntimeError: none" in section

@@ -185,6 +185,32 @@ def test_make_table_store_probe_adds_the_bounds_to_both_targets_tables(tmp_path)
     assert "| not met (0/1) | 0.50 |" in text
 
 
+def test_make_table_takes_each_runs_bounds_from_the_probe_of_its_gpu(tmp_path):
+    # Two re-runs on two GPU models, probes for one of them and for the base's:
+    # each targets table names its own probe, the unprobed one has no bound.
+    record = _shaped("wgrad", 32, 1000, 1000, 1000, 1.0, 0.032)
+    runs = {"base": ("GPU A", "aaa"), "later_a": ("GPU A", "bbb"), "later_c": ("GPU C", "ccc")}
+    args = []
+    for name, (device, commit) in runs.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"meta": {"device": device, "commit": commit},
+                                    "fp8_throughput": [record]}))
+        args += [str(path)] if name == "base" else ["--compare", str(path)]
+    slow = {"records": [{"copy_tb_per_s": 1.0, "fill_tb_per_s": 0.5}]}  # half of PROBE's
+    for name, device, probe in (("probe_b", "GPU B", PROBE), ("probe_a", "GPU A", slow)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(dict(probe, device=device)))
+        args += ["--store-probe", str(tmp_path / f"{name}.json")]
+    out = tmp_path / "B.md"
+    assert make_table.main(args + ["--write", str(out)]) == 0
+    text = out.read_text()
+    sections = text.split("## Re-run at ")
+    assert [s.split("`")[1] for s in sections[1:]] == ["bbb", "ccc"]
+    for section in sections[:2]:  # GPU A: probe_a's bandwidths, half of PROBE's: bound 0.25
+        assert "`probe_a.json`" in section and "| not met (0/1) | 0.25 |" in section
+    assert "probe_" not in sections[2] and "bound (any kernel" not in sections[2]
+    assert "| target | cases | criterion | measured | verdict |" in sections[2]
+
+
 @pytest.mark.parametrize("main", [targets.main, make_table.main], ids=["targets", "make_table"])
 def test_main_refuses_an_unreadable_store_probe_and_works_after(main, tmp_path, capsys):
     path = tmp_path / "r.json"
