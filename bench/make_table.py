@@ -425,13 +425,18 @@ def main(argv=None) -> int:
         base = Path(args.write).resolve().parent if args.write else Path.cwd()
         plot = os.path.relpath(png.resolve(), base)
     result = json.loads(path.read_text())
+    laters = []
+    for compare in args.compare:
+        try:
+            laters.append((json.loads(Path(compare).read_text()), Path(compare).name))
+        except (OSError, ValueError) as exc:
+            print(f"make_table: --compare {compare}: {exc}", file=sys.stderr)
+            return 2
     bw, bw_source = probe_for(result)
     text = render(result, source=path.name, plot=plot, bw=bw, bw_source=bw_source)
-    for compare in args.compare:
-        later_path = Path(compare)
-        later = json.loads(later_path.read_text())
+    for later, later_source in laters:
         bw, bw_source = probe_for(later)
-        text += "\n" + render_comparison(result, later, later_path.name, bw, bw_source)
+        text += "\n" + render_comparison(result, later, later_source, bw, bw_source)
     if args.host_ab:
         ab_path = Path(args.host_ab)
         text += "\n" + render_host_ab(json.loads(ab_path.read_text()), ab_path.name)

@@ -226,3 +226,18 @@ def test_main_refuses_an_unreadable_store_probe_and_works_after(main, tmp_path, 
     write = "--write" if main is make_table.main else "--out"
     assert main([str(path), write, str(out)]) == 0
     assert "| target | cases | criterion | measured | verdict |" in out.read_text()
+
+
+def test_make_table_refuses_an_unreadable_compare_and_writes_nothing(tmp_path, capsys):
+    base, bad, out = tmp_path / "base.json", tmp_path / "bad.json", tmp_path / "B.md"
+    base.write_text(json.dumps(RESULT))
+    bad.write_text("{not json")
+    for later in (bad, tmp_path / "missing.json"):
+        assert make_table.main([str(base), "--compare", str(later), "--write", str(out)]) == 2
+        assert f"--compare {later}" in capsys.readouterr().err
+        assert not out.exists()
+    # The same call with a readable later run renders both.
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(dict(RESULT, meta={"commit": "later"})))
+    assert make_table.main([str(base), "--compare", str(good), "--write", str(out)]) == 0
+    assert "## Re-run at `later`" in out.read_text()
