@@ -37,6 +37,13 @@ def _rank(rank, world, port, results):
         model = torch.nn.parallel.DistributedDataParallel(module)
         model(_rank_input(rank), SPLITS).sum().backward()
         results.put((rank, module.weight.grad.numpy().copy(), module.bias.grad.numpy().copy()))
+        # Teardown in order: DDP's reducer (which holds the process group)
+        # first, then a barrier, so that neither rank destroys its group, or
+        # rank 0 its rendezvous store, while the other still talks to it. A
+        # rank once aborted in teardown ("terminate called without an active
+        # exception") after its gradients had arrived, in a loaded CI run.
+        del model
+        dist.barrier()
     except Exception:  # reported to the test at once, not as a queue timeout
         results.put((rank, traceback.format_exc(), None))
         raise
