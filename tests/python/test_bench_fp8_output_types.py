@@ -117,3 +117,20 @@ def test_a_later_runs_output_types_render_in_its_section(tmp_path):
     assert "### FP8 output types" in section
     assert "| c | uniform | fwd | 2.00 (0.50) | 4.00 | n/a [1] |" in section
     assert "- [1] dense_fp8@fp16: RuntimeError: none" in section
+
+
+def test_each_case_turns_a_failing_case_into_an_error_record_and_runs_the_rest(capsys):
+    from bench.report import each_case
+    cases = [ThroughputCase(name, G=2, K=8, N=8, T=4) for name in ("a", "b", "c")]
+
+    def measure(case):
+        if case.name == "b":
+            raise MemoryError("out of memory for b")
+        return [{"case": case.name, "impls": {}}]
+
+    records = each_case(cases, make_timer(CPU), lambda c: f"heading {c.name}", measure)
+    assert [r["case"] for r in records] == ["a", "b", "c"]
+    assert records[1] == {"case": "b", "G": 2, "K": 8, "N": 8, "T": 4,
+                          "error": "MemoryError: out of memory for b"}
+    err = capsys.readouterr().err
+    assert "heading a" in err and "heading c" in err and "out of memory for b" in err
