@@ -6,6 +6,7 @@ throughput cases, to choose the tile configuration per role and problem.
                               [--tile-orders along_m,along_n,shorter_side]
                               [--routings uniform,skewed,uniform_unaligned,...]
                               [--kernels widestore,halfcoop128x256]
+                              [--output bf16|fp16]
 
 Build with the candidates first: `GL_SM90_TUNING=1 scripts/setup.sh` (CMake
 option GL_SM90_TUNING=ON). bf16: the bf16 kernels (fp16 runs the same
@@ -14,6 +15,8 @@ recipe (E4M3 forward, E5M2 gradients, bf16 out), operands quantized as
 `python -m bench --sections fp8` does, against torch._scaled_mm; the fp8
 role `wgrad_main_grad` (only when named in --roles) adds wgrad into a
 float32 main_grad (fuse_wgrad_accumulation), against the same dense wgrad.
+`--output fp16` times the fp8 kernels that write fp16 (for layers in fp16)
+against torch._scaled_mm writing fp16.
 fp8_block: the blockwise-scaled kernels (Float8BlockScaling: E4M3, bf16
 out) on the operands and scales of the FP8 section's blockwise rows,
 against torch.nn.functional.scaled_mm with the same block scalings (or
@@ -47,6 +50,7 @@ ENGINE = "sm90_grouped"
 ROLE_PREFIX = {"fwd": "forward_bf16_", "dgrad": "dgrad_bf16_", "wgrad": "wgrad_bf16_"}
 FP8_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_", "dgrad": "dgrad_e5m2_bf16_",
                    "wgrad": "wgrad_e5m2_bf16_", "wgrad_main_grad": "wgrad_e5m2_to_fp32_"}
+OUTPUTS = {"bf16": torch.bfloat16, "fp16": torch.float16}
 BLOCK_ROLE_PREFIX = {"fwd": "forward_e4m3_bf16_block_", "dgrad": "dgrad_e4m3_bf16_block_",
                      "wgrad": "wgrad_e4m3_bf16_block_"}
 
@@ -130,7 +134,14 @@ def increment_of(fn, buffer):
     return result
 
 
+def fp8_role_prefix(role: str, output: str) -> str:
+    """The kernel-name prefix of an fp8 role writing `output` (bf16, fp16)."""
+    prefix = FP8_ROLE_PREFIX[role]
+    return prefix.replace("_bf16_", f"_{output}_") if role != "wgrad_main_grad" else prefix
+
+
 def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
+    out_dtype = OUTPUTS[args.output]
     gen = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(case.T, case.K, device=device, generator=gen)
     w = torch.randn(case.G, case.N, case.K, device=device, generator=gen) * 0.02
@@ -147,17 +158,21 @@ def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
     main_grad = None
     for role in roles:
         dense_role = "wgrad" if role == "wgrad_main_grad" else role
-        dense_ms = median_ms(timer, fp8.dense_fp8(dense_role, case, device), args.warmup,
-                             args.reps)
+        dense_out = torch.bfloat16 if role == "wgrad_main_grad" else out_dtype
+        dense_ms = median_ms(timer, fp8.dense_fp8(dense_role, case, device, out_dtype=dense_out),
+                             args.warmup, args.reps)
         for routing in args.routings:
             splits = make_splits(routing, case.G, case.T)
             if role == "fwd":
-                fn = lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits)  # noqa: E731
+                fn = lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits,  # noqa: E731
+                                             out_dtype=out_dtype)
             elif role == "dgrad":
-                fn = lambda: ops.fp8_dgrad(dyq, sdy, wq_t, sw, splits)  # noqa: E731
+                fn = lambda: ops.fp8_dgrad(dyq, sdy, wq_t, sw, splits,  # noqa: E731
+                                           out_dtype=out_dtype)
             elif role == "wgrad":
                 dyq_t, xq_t = fp8.columnwise(dyq, splits), fp8.columnwise(xq, splits)
-                fn = lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, case.T)  # noqa: E731
+                fn = lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, case.T,  # noqa: E731
+                                           out_dtype=out_dtype)
             else:  # wgrad_main_grad: accumulated into a float32 buffer
                 dyq_t, xq_t = fp8.columnwise(dyq, splits), fp8.columnwise(xq, splits)
                 if main_grad is None:
@@ -167,8 +182,9 @@ def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
                                            out_dtype=torch.float32)
             result = None if role != "wgrad_main_grad" else increment_of(fn, main_grad)
             row = new_row(case, routing, role, dense_ms)
-            time_kernels(fn, FP8_ROLE_PREFIX[role], kernels, row, dense_ms, timer, args,
-                         result)
+            row["output"] = "fp32" if role == "wgrad_main_grad" else args.output
+            time_kernels(fn, fp8_role_prefix(role, args.output), kernels, row, dense_ms, timer,
+                         args, result)
             rows.append(row)
     return rows
 
@@ -213,7 +229,13 @@ def main(argv=None) -> int:
                         help=f"comma-separated, some of {','.join(ALL_ROUTINGS)}")
     parser.add_argument("--kernels", default="",
                         help="comma-separated parts of kernel names: time only those kernels")
+    parser.add_argument("--output", choices=tuple(OUTPUTS), default="bf16",
+                        help="the fp8 kernels' output dtype (--precision fp8 only)")
     args = parser.parse_args(argv)
+    if args.output != "bf16" and args.precision != "fp8":
+        print(f"tune_sm90: --output {args.output} is for --precision fp8, got "
+              f"{args.precision}", file=sys.stderr)
+        return 2
     # Every list is checked before any GPU is looked for.
     known_roles = ROLES + (("wgrad_main_grad",) if args.precision == "fp8" else ())
     lists = {}
@@ -250,7 +272,7 @@ def main(argv=None) -> int:
     finally:
         ops.set_kernel_override("cuda", ENGINE, "")
         ops.set_tile_order("cuda", ENGINE, "")
-        write_diagnostic(args.out, records, precision=args.precision,
+        write_diagnostic(args.out, records, precision=args.precision, output=args.output,
                          tile_orders=args.tile_orders or ["automatic"])
     return 0
 

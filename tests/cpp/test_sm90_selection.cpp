@@ -173,8 +173,10 @@ TEST(Sm90KernelSelection, Fp8KernelsForEveryOutputDtype) {
                 "dgrad_e4m3_fp16_coop128x128");
       EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kF32, sizes, false, fast),
                 "dgrad_e4m3_fp32_coop128x128");
+      // Under 1024 rows a group on average, the copy with the overlapped switch.
       EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF16, sizes, false, fast),
-                "wgrad_e5m2_fp16_halfcoop128x256_widestore");
+                sizes.size() == 8 ? "wgrad_e5m2_fp16_halfcoop128x256_widestore"
+                                  : "wgrad_e5m2_fp16_halfcoop128x256_widestore_overlap");
       EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kF16, sizes, false, fast),
                 "wgrad_e4m3_fp16_coop128x128");
       // float32 weights: the main_grad kernels, which also overwrite (beta = 0).
@@ -308,6 +310,15 @@ TEST(Sm90KernelSelection, ShortReductionsTakeTheOverlappedGroupSwitch) {
   }
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, std::vector<int64_t>(8, 2048)),
             "wgrad_e5m2_bf16_halfcoop128x256_widestore");
+  // fp16 weights: the promoting fp16 copy, by the same rule.
+  for (const bool fast : {false, true}) {
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat16, std::vector<int64_t>(128, 256),
+                       false, fast),
+              "wgrad_e5m2_fp16_halfcoop128x256_widestore_overlap");
+    EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, DType::kFloat16, std::vector<int64_t>(32, 1024),
+                       false, fast),
+              "wgrad_e5m2_fp16_halfcoop128x256_widestore");
+  }
   // Other formats, outputs and scalings keep their kernels.
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, std::vector<int64_t>(128, 256)),
             "wgrad_e4m3_bf16_coop128x128");

@@ -96,6 +96,19 @@ def test_tune_sm90_names_bad_precision_and_roles(capsys):
     assert "--roles: ['wgrad_main_grad'] unknown for fp8_block" in capsys.readouterr().err
 
 
+def test_tune_sm90_output_is_for_fp8_and_names_its_kernels(capsys):
+    assert tune_sm90.main(["--precision", "bf16", "--output", "fp16"]) == 2
+    assert "--output fp16 is for --precision fp8, got bf16" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        tune_sm90.main(["--precision", "fp8", "--output", "fp32"])
+    assert "invalid choice: 'fp32'" in capsys.readouterr().err
+    # fp16 picks the fp16 kernels of each role; main_grad stays the float32 one.
+    assert tune_sm90.fp8_role_prefix("wgrad", "fp16") == "wgrad_e5m2_fp16_"
+    assert tune_sm90.fp8_role_prefix("fwd", "fp16") == "forward_e4m3_fp16_"
+    assert tune_sm90.fp8_role_prefix("dgrad", "bf16") == "dgrad_e5m2_bf16_"
+    assert tune_sm90.fp8_role_prefix("wgrad_main_grad", "fp16") == "wgrad_e5m2_to_fp32_"
+
+
 def test_tune_sm90_names_bad_tile_orders_and_routings(capsys):
     assert tune_sm90.main(["--tile-orders", "along_m,diagonal"]) == 2
     assert "--tile-orders: ['diagonal'] unknown" in capsys.readouterr().err

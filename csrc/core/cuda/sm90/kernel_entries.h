@@ -77,9 +77,11 @@
 // bench.tune_sm90 --precision fp8 --roles wgrad`, two runs): +0.04 to +0.06
 // of dense at qwen3 uniform, +0.01 to +0.02 skewed, within 0.01 at dsv3;
 // at mixtral (long reductions) up to 0.08 below the kernels they copy.
+// The fp16 one (for fp16 weights) copies the promoting bf16 one.
 #define GL_SM90_SHORT_REDUCTION_KERNELS(X)             \
   X(wgrad_e5m2_bf16_halfcoop128x256_widestore_overlap) \
-  X(wgrad_e5m2_bf16_fastcoop256x128_widestore_overlap)
+  X(wgrad_e5m2_bf16_fastcoop256x128_widestore_overlap) \
+  X(wgrad_e5m2_fp16_halfcoop128x256_widestore_overlap)
 
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
