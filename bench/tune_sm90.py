@@ -142,18 +142,7 @@ def fp8_role_prefix(role: str, output: str) -> str:
 
 def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
     out_dtype = OUTPUTS[args.output]
-    gen = torch.Generator(device=device).manual_seed(0)
-    x = torch.randn(case.T, case.K, device=device, generator=gen)
-    w = torch.randn(case.G, case.N, case.K, device=device, generator=gen) * 0.02
-    dy = torch.randn(case.T, case.N, device=device, generator=gen) * 0.01
-    xq, sx = fp8.quantize(x, fp8.E4M3)
-    dyq, sdy = fp8.quantize(dy, fp8.E5M2)
-    wq = torch.empty_like(w, dtype=fp8.E4M3)
-    sw = torch.empty(case.G, device=device)
-    for g in range(case.G):  # setup only
-        wq[g], sw[g] = fp8.quantize(w[g], fp8.E4M3)
-    del x, w, dy
-    wq_t = wq.transpose(1, 2).contiguous()
+    op = fp8.Operands(case, device)  # the FP8 section's operands
     rows = []
     main_grad = None
     for role in roles:
@@ -163,22 +152,17 @@ def measure_fp8_case(case, roles, kernels, device, timer, args) -> List[Dict]:
                              args.warmup, args.reps)
         for routing in args.routings:
             splits = make_splits(routing, case.G, case.T)
-            if role == "fwd":
-                fn = lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits,  # noqa: E731
-                                             out_dtype=out_dtype)
-            elif role == "dgrad":
-                fn = lambda: ops.fp8_dgrad(dyq, sdy, wq_t, sw, splits,  # noqa: E731
-                                           out_dtype=out_dtype)
-            elif role == "wgrad":
-                dyq_t, xq_t = fp8.columnwise(dyq, splits), fp8.columnwise(xq, splits)
-                fn = lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, case.T,  # noqa: E731
-                                           out_dtype=out_dtype)
-            else:  # wgrad_main_grad: accumulated into a float32 buffer
-                dyq_t, xq_t = fp8.columnwise(dyq, splits), fp8.columnwise(xq, splits)
+            dyq_t = xq_t = None
+            if dense_role == "wgrad":
+                dyq_t, xq_t = fp8.columnwise(op.dyq, splits), fp8.columnwise(op.xq, splits)
+            if role != "wgrad_main_grad":
+                fn = fp8.per_tensor_product(role, case, op, splits, dyq_t, xq_t,
+                                            out_dtype=out_dtype)
+            else:  # accumulated into a float32 buffer
                 if main_grad is None:
                     main_grad = torch.zeros(case.G, case.N, case.K, device=device)
-                fn = lambda: ops.fp8_wgrad(dyq_t, sdy, xq_t, sx, splits, case.T,  # noqa: E731
-                                           out=main_grad, accumulate=True,
+                fn = lambda: ops.fp8_wgrad(dyq_t, op.sdy, xq_t, op.sx, splits,  # noqa: E731
+                                           case.T, out=main_grad, accumulate=True,
                                            out_dtype=torch.float32)
             result = None if role != "wgrad_main_grad" else increment_of(fn, main_grad)
             row = new_row(case, routing, role, dense_ms)

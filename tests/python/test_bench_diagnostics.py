@@ -9,6 +9,7 @@ bench.update_probe times one delayed-scaling update a step (GPU)."""
 import argparse
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -199,3 +200,32 @@ def test_tune_sm90_times_each_kernel_under_each_tile_order(monkeypatch):
 def test_host_ab_names_bad_builds(builds, pattern):
     with pytest.raises(SystemExit, match=pattern):
         host_ab.main([] if builds is None else ["--builds", builds])
+
+
+def test_tune_sm90_fp8_products_write_the_asked_output(monkeypatch):
+    """Each fp8 role's product (the FP8 section's operands and products, run
+    here by the CPU emulation) writes the --output dtype under the kernel
+    prefix of that dtype; main_grad stays float32."""
+    case = ThroughputCase(name="tiny", G=4, K=128, N=256, T=512)
+    got = []
+
+    def run_once(fn, prefix, kernels, row, dense_ms, timer, args, result=None):
+        out = (result or fn)()
+        got.append((row["role"], row["output"], prefix, tuple(out.shape), out.dtype))
+
+    monkeypatch.setattr(tune_sm90, "time_kernels", run_once)
+    monkeypatch.setattr(tune_sm90, "median_ms", lambda timer, fn, warmup, reps: 1.0)
+    monkeypatch.setattr(tune_sm90.fp8, "dense_fp8", lambda *a, **k: (lambda: None))
+    roles = ["fwd", "dgrad", "wgrad", "wgrad_main_grad"]
+    for output in ("bf16", "fp16"):
+        args = SimpleNamespace(output=output, warmup=1, reps=1, routings=["uniform"])
+        tune_sm90.measure_fp8_case(case, roles, [], torch.device("cpu"), None, args)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    expected = []
+    for output in ("bf16", "fp16"):
+        expected += [("fwd", output, f"forward_e4m3_{output}_", (512, 256), dtype[output]),
+                     ("dgrad", output, f"dgrad_e5m2_{output}_", (512, 128), dtype[output]),
+                     ("wgrad", output, f"wgrad_e5m2_{output}_", (4, 256, 128), dtype[output]),
+                     ("wgrad_main_grad", "fp32", "wgrad_e5m2_to_fp32_", (4, 256, 128),
+                      torch.float32)]
+    assert got == expected
