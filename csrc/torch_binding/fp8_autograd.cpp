@@ -79,7 +79,7 @@ struct Fp8Forward {
 Fp8Forward run_forward(const at::Tensor& inp, const at::Tensor& x, const at::Tensor& w,
                        const at::Tensor& bias, const GroupSplits& splits, const fp8::Recipe& recipe,
                        Fp8ModuleState& state, const std::optional<bool>& first, bool x_columnwise,
-                       bool w_columnwise) {
+                       bool w_columnwise, bool wgrad_deferred) {
   if (!splits.device.defined())
     validate_group_sizes(splits.host.data(), splits.num_groups, x.size(0));
   state.begin_forward(recipe, x.device());
@@ -91,9 +91,14 @@ Fp8Forward run_forward(const at::Tensor& inp, const at::Tensor& x, const at::Ten
     out.w = *cache;
   } else {
     // X and W in one quantize operation; the fresh weight is cached when
-    // is_first_microbatch is given, and None drops any cache.
-    std::tie(out.x, out.w) = quantize_forward_operands(x, splits, x_columnwise, state.input_state(),
-                                                       w, w_columnwise, state.weight_state(), spec);
+    // is_first_microbatch is given, and None drops any cache. Copies that
+    // die together share an allocation.
+    const ForwardLifetimes lifetimes = first.has_value() ? ForwardLifetimes::kWeightKept
+                                       : wgrad_deferred  ? ForwardLifetimes::kSavedApart
+                                                         : ForwardLifetimes::kSavedTogether;
+    std::tie(out.x, out.w) =
+        quantize_forward_operands(x, splits, x_columnwise, state.input_state(), w, w_columnwise,
+                                  state.weight_state(), spec, lifetimes);
     if (first.has_value())
       state.set_weight_cache(out.w);
     else
@@ -159,7 +164,8 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
     const bool keep_input = config.save_original_input;
     Fp8ModuleState& state = *call.state;
     Fp8Forward f = run_forward(inp, x, w, as_grouped_bias(bias), splits, recipe, state,
-                               call.is_first_microbatch, weight_grad && !keep_input, input_grad);
+                               call.is_first_microbatch, weight_grad && !keep_input, input_grad,
+                               /*wgrad_deferred=*/static_cast<bool>(config.wgrad_store));
 
     std::vector<at::Tensor> saved(kSavedCount);
     if (weight_grad) {
@@ -222,8 +228,11 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
     at::Tensor grad_bias = bias_grad ? at::empty({groups, n}, dy.options()) : at::Tensor();
     const fp8::ScaleState dy_state =
         b.delayed ? scale_state(b.bwd_scale, b.bwd_history) : fp8::ScaleState{};
+    // dY's copies share a block unless a deferred wgrad keeps the column-wise one.
+    const c10::intrusive_ptr<WgradStore>& store = b.wgrad_store;
     const Fp8Activation dyq =
-        quantize_grad_output(dy, splits, recipe, input_grad, weight_grad, dy_state, grad_bias);
+        quantize_grad_output(dy, splits, recipe, input_grad, weight_grad, dy_state, grad_bias,
+                             store ? CopyLifetimes::kApart : CopyLifetimes::kShared);
 
     if (input_grad)
       dx = fp8_dgrad_rows(dy, dyq, splits, saved[kW], saved[kWScaleInv], recipe, k)
@@ -231,7 +240,6 @@ struct Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLin
 
     // delay_wgrad_compute: the wgrad below (and the bias gradient, already
     // summed) is stashed for backward_dw; dY's row-wise copy is not kept.
-    const c10::intrusive_ptr<WgradStore>& store = b.wgrad_store;
     const std::vector<int64_t>& weight_sizes = b.weight_sizes;
     std::function<at::Tensor()> compute_dw;
 
@@ -311,10 +319,11 @@ void check_fp8_operands(const at::Tensor& inp, const at::Tensor& w, const at::Te
 
 Fp8Activation quantize_grad_output(const at::Tensor& dy, const GroupSplits& splits,
                                    const fp8::Recipe& recipe, bool rowwise, bool columnwise,
-                                   const fp8::ScaleState& state, const at::Tensor& grad_bias) {
+                                   const fp8::ScaleState& state, const at::Tensor& grad_bias,
+                                   CopyLifetimes lifetimes) {
   if (rowwise || columnwise)
     return quantize_activation(dy, splits, backward_spec(recipe), rowwise, columnwise, state,
-                               grad_bias);
+                               grad_bias, lifetimes);
   if (grad_bias.defined()) {
     WgradRequest request;
     request.weight_grad = false;
@@ -369,7 +378,7 @@ at::Tensor fp8_grouped_linear(const at::Tensor& inp, const at::Tensor& weight,
   if (!needs_graph) {
     const at::Tensor x = as_rows(inp, w.size(2), "inp", "in_features");
     return run_forward(inp, x, w, as_grouped_bias(bias), splits, recipe, *call.state,
-                       call.is_first_microbatch, false, false)
+                       call.is_first_microbatch, false, false, false)
         .y;
   }
   const auto optional = [](const at::Tensor& t) {

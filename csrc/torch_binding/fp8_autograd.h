@@ -54,10 +54,13 @@ void check_fp8_operands(const at::Tensor& inp, const at::Tensor& w, const at::Te
 // dY [T, N] cast with the recipe's gradient format into the row-wise
 // (dgrad) and column-wise (wgrad) copies asked for, the bias gradient summed
 // into grad_bias (when defined) in the same pass. With neither copy asked
-// for, only the bias gradient: plain column sums, no cast.
+// for, only the bias gradient: plain column sums, no cast. `lifetimes`:
+// whether the two copies may share an allocation (not when a deferred wgrad
+// keeps the column-wise one past the row-wise one).
 Fp8Activation quantize_grad_output(const at::Tensor& dy, const GroupSplits& splits,
                                    const fp8::Recipe& recipe, bool rowwise, bool columnwise,
-                                   const fp8::ScaleState& state, const at::Tensor& grad_bias);
+                                   const fp8::ScaleState& state, const at::Tensor& grad_bias,
+                                   CopyLifetimes lifetimes);
 
 // dX [T, K] (dY's dtype) = dY_g W_g per group, from dY's row-wise copy dyq
 // and the weights' column-wise codes (w_col [G, K, N]) and their scale_inv.

@@ -1,6 +1,9 @@
 #include "torch_binding/fp8_tensors.h"
 
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
+
+#include <optional>
 
 #include "core/error.h"
 #include "core/fp8/fp8_gemm.h"
@@ -114,43 +117,75 @@ void view_copy(const at::Tensor& codes, const at::Tensor& scale_inv, const Quant
   out_scale = scale_view(scale_inv, spec.blockwise(), block_rows, spec.block_cols);
 }
 
-// One quantized copy's codes and scale_inv in a single allocation: the codes
-// first (1 byte each), the float32 scales from the next 256-byte boundary. An
-// FP8 call makes up to three copies (X, W, dY), so this halves its trips to
-// the caching allocator, the largest share of its host time after the
-// launches. Both tensors are built on the block's storage directly, with no
-// dispatcher call; each keeps the block alive, so a copy dropped after the
-// forward (the row-wise X) frees its scales with its codes.
-struct CodesAndScales {
-  at::Tensor codes, scale_inv;
+// Quantized copies are carved from shared allocations: a copy's codes (1
+// byte each) and its float32 scales, and, where the caller knows they die
+// together, several copies (a forward's row-wise X and W, used by its GEMM
+// only; the column-wise X and W that backward keeps; dY's two copies). Each
+// region starts on a 256-byte boundary (TMA and vector loads need 16). The
+// caching allocator is the largest share of an FP8 call's host time after
+// the launches, so each trip saved counts. Every tensor is built on the
+// block's storage directly, with no dispatcher call, and keeps the whole
+// block alive: only copies that die together may share one.
+struct CopyShape {
+  c10::SmallVector<int64_t, 3> code_sizes, scale_sizes;
+  at::ScalarType code_type = at::kByte;
+  at::Tensor* codes = nullptr;
+  at::Tensor* scale_inv = nullptr;
 };
 
-constexpr int64_t kScaleAlignment = 256;
+// The copies of one operand, row- and column-wise, before allocation.
+struct OperandCopies {
+  std::optional<CopyShape> row, col;
+};
 
-at::Tensor tensor_on(const at::Tensor& block, at::ScalarType type, int64_t element_offset,
+constexpr int64_t kRegionAlignment = 256;
+
+int64_t align_region(int64_t bytes) {
+  return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment;
+}
+
+at::Tensor tensor_on(const at::Tensor& block, at::ScalarType type, int64_t byte_offset,
                      at::IntArrayRef sizes) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(block.storage()), block.key_set(),
                                                    c10::scalarTypeToTypeMeta(type));
   impl->set_sizes_contiguous(sizes);
-  impl->set_storage_offset(element_offset);
+  impl->set_storage_offset(byte_offset / static_cast<int64_t>(c10::elementSize(type)));
   return at::Tensor(std::move(impl));
 }
 
-CodesAndScales allocate_copy(at::IntArrayRef code_sizes, const QuantizeSpec& spec,
-                             at::IntArrayRef scale_sizes, const at::TensorOptions& options) {
-  const at::ScalarType code_type = code_scalar_type(spec.format);
-  if (spec.scales_apart)
-    return {at::empty(code_sizes, options.dtype(code_type)),
-            at::empty(scale_sizes, options.dtype(at::kFloat))};
-  const int64_t code_bytes = c10::multiply_integers(code_sizes);
-  const int64_t scale_offset =
-      (code_bytes + kScaleAlignment - 1) / kScaleAlignment * kScaleAlignment;
-  const int64_t scale_bytes =
-      static_cast<int64_t>(sizeof(float)) * c10::multiply_integers(scale_sizes);
-  const at::Tensor block = at::empty({scale_offset + scale_bytes}, options.dtype(at::kByte));
-  return {tensor_on(block, code_type, 0, code_sizes),
-          tensor_on(block, at::kFloat, scale_offset / static_cast<int64_t>(sizeof(float)),
-                    scale_sizes)};
+// Allocates the copies given (absent ones skipped) as one block, or, with
+// spec.scales_apart (the outputs of dispatcher ops, which must not share
+// storage), each tensor on its own.
+void allocate_together(std::initializer_list<const std::optional<CopyShape>*> copies,
+                       const QuantizeSpec& spec, const at::TensorOptions& options) {
+  if (spec.scales_apart) {
+    for (const std::optional<CopyShape>* copy : copies) {
+      if (!copy->has_value()) continue;
+      const CopyShape& c = **copy;
+      *c.codes = at::empty(c.code_sizes, options.dtype(c.code_type));
+      *c.scale_inv = at::empty(c.scale_sizes, options.dtype(at::kFloat));
+    }
+    return;
+  }
+  int64_t bytes = 0;
+  for (const std::optional<CopyShape>* copy : copies) {
+    if (!copy->has_value()) continue;
+    bytes = align_region(bytes + c10::multiply_integers((*copy)->code_sizes));
+    bytes += static_cast<int64_t>(sizeof(float)) * c10::multiply_integers((*copy)->scale_sizes);
+    bytes = align_region(bytes);
+  }
+  if (bytes == 0) return;
+  const at::Tensor block = at::empty({bytes}, options.dtype(at::kByte));
+  int64_t offset = 0;
+  for (const std::optional<CopyShape>* copy : copies) {
+    if (!copy->has_value()) continue;
+    const CopyShape& c = **copy;
+    *c.codes = tensor_on(block, c.code_type, offset, c.code_sizes);
+    offset = align_region(offset + c10::multiply_integers(c.code_sizes));
+    *c.scale_inv = tensor_on(block, at::kFloat, offset, c.scale_sizes);
+    offset = align_region(offset + static_cast<int64_t>(sizeof(float)) *
+                                       c10::multiply_integers(c.scale_sizes));
+  }
 }
 
 }  // namespace
@@ -177,68 +212,75 @@ fp8::QuantizedWeight Fp8Weight::view() const {
 
 namespace {
 
-// Allocates the copies asked for into `q` and describes the cast that fills them.
-fp8::ActivationQuantize activation_request(const at::Tensor& x, const GroupSplits& splits,
-                                           const QuantizeSpec& spec, bool rowwise, bool columnwise,
-                                           const fp8::ScaleState& state, Fp8Activation& q) {
+// The copies of x [T, C] asked for; row-wise [T, C], column-wise
+// [C, padded_columns(T, G)]. Padding between groups is zero (written by the
+// quantize op), so a GEMM tile that reads past a group's last column
+// multiplies zeros.
+OperandCopies activation_copies(const at::Tensor& x, const GroupSplits& splits,
+                                const QuantizeSpec& spec, bool rowwise, bool columnwise,
+                                Fp8Activation& q) {
   const int64_t t = x.size(0), c = x.size(1), groups = splits.num_groups;
   const int64_t block = spec.block_cols;
-  const int64_t one = 1;
   q.spec = spec;
   q.rows = t;
   q.cols = c;
+  OperandCopies copies;
+  const at::ScalarType type = code_scalar_type(spec.format);
   if (rowwise) {
-    const int64_t blocks[] = {t, ceil_div(c, block)};
-    auto copy = allocate_copy({t, c}, spec,
-                              spec.blockwise() ? at::IntArrayRef(blocks) : at::IntArrayRef(one),
-                              x.options());
-    q.row = std::move(copy.codes);
-    q.row_scale_inv = std::move(copy.scale_inv);
+    copies.row = CopyShape{{t, c}, {1}, type, &q.row, &q.row_scale_inv};
+    if (spec.blockwise()) copies.row->scale_sizes = {t, ceil_div(c, block)};
   }
   if (columnwise) {
-    // Padding between groups is zero (written by the quantize op), so a
-    // GEMM tile that reads past a group's last column multiplies zeros.
-    const int64_t blocks[] = {c, fp8::column_block_capacity(t, groups, block)};
-    auto copy = allocate_copy({c, fp8::padded_columns(t, groups)}, spec,
-                              spec.blockwise() ? at::IntArrayRef(blocks) : at::IntArrayRef(one),
-                              x.options());
-    q.col = std::move(copy.codes);
-    q.col_scale_inv = std::move(copy.scale_inv);
+    copies.col =
+        CopyShape{{c, fp8::padded_columns(t, groups)}, {1}, type, &q.col, &q.col_scale_inv};
+    if (spec.blockwise())
+      copies.col->scale_sizes = {c, fp8::column_block_capacity(t, groups, block)};
   }
+  return copies;
+}
+
+// The copies of w [G, N, K] asked for: row-wise [G, N, K], column-wise
+// [G, K, N], with per-group or 128 x 128 block scales.
+OperandCopies weight_copies(const at::Tensor& w, const QuantizeSpec& spec, bool rowwise,
+                            bool columnwise, Fp8Weight& q) {
+  const int64_t groups = w.size(0), n = w.size(1), k = w.size(2);
+  const int64_t br = spec.weight_block_rows, bc = spec.block_cols;
+  q.spec = spec;
+  const at::ScalarType type = code_scalar_type(spec.format);
+  const auto shape = [&](int64_t rows, int64_t cols, at::Tensor* codes, at::Tensor* scale_inv) {
+    CopyShape c{{groups, rows, cols}, {groups}, type, codes, scale_inv};
+    if (spec.blockwise()) c.scale_sizes = {groups, ceil_div(rows, br), ceil_div(cols, bc)};
+    return c;
+  };
+  OperandCopies copies;
+  if (rowwise) copies.row = shape(n, k, &q.row, &q.row_scale_inv);
+  if (columnwise) copies.col = shape(k, n, &q.col, &q.col_scale_inv);
+  return copies;
+}
+
+// The cast that fills `q`'s allocated copies.
+fp8::ActivationQuantize activation_request(const at::Tensor& x, const GroupSplits& splits,
+                                           const fp8::ScaleState& state, const Fp8Activation& q) {
   fp8::ActivationQuantize request;
   request.input = matrix_view(x, "inp");
   request.splits = splits.view();
-  request.kind = spec.kind;
-  request.format = spec.format;
-  request.margin = spec.margin;
-  request.power_2_scales = spec.power_2_scales;
+  request.kind = q.spec.kind;
+  request.format = q.spec.format;
+  request.margin = q.spec.margin;
+  request.power_2_scales = q.spec.power_2_scales;
   request.state = state;
   request.out = q.view();
   return request;
 }
 
-fp8::WeightQuantize weight_request(const at::Tensor& w, const QuantizeSpec& spec, bool rowwise,
-                                   bool columnwise, const fp8::ScaleState& state, Fp8Weight& q) {
-  const int64_t groups = w.size(0), n = w.size(1), k = w.size(2);
-  const int64_t br = spec.weight_block_rows, bc = spec.block_cols;
-  q.spec = spec;
-  // Row-wise [G, N, K] or column-wise [G, K, N]: per-group or 128 x 128 block scales.
-  const auto allocate = [&](int64_t rows, int64_t cols, at::Tensor& codes, at::Tensor& scale_inv) {
-    const int64_t blocks[] = {groups, ceil_div(rows, br), ceil_div(cols, bc)};
-    auto copy = allocate_copy({groups, rows, cols}, spec,
-                              spec.blockwise() ? at::IntArrayRef(blocks) : at::IntArrayRef(groups),
-                              w.options());
-    codes = std::move(copy.codes);
-    scale_inv = std::move(copy.scale_inv);
-  };
-  if (rowwise) allocate(n, k, q.row, q.row_scale_inv);
-  if (columnwise) allocate(k, n, q.col, q.col_scale_inv);
+fp8::WeightQuantize weight_request(const at::Tensor& w, const fp8::ScaleState& state,
+                                   const Fp8Weight& q) {
   fp8::WeightQuantize request;
   request.input = grouped_view(w, "weight");
-  request.kind = spec.kind;
-  request.format = spec.format;
-  request.margin = spec.margin;
-  request.power_2_scales = spec.power_2_scales;
+  request.kind = q.spec.kind;
+  request.format = q.spec.format;
+  request.margin = q.spec.margin;
+  request.power_2_scales = q.spec.power_2_scales;
   request.state = state;
   request.out = q.view();
   return request;
@@ -248,10 +290,17 @@ fp8::WeightQuantize weight_request(const at::Tensor& w, const QuantizeSpec& spec
 
 Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits,
                                   const QuantizeSpec& spec, bool rowwise, bool columnwise,
-                                  const fp8::ScaleState& state, const at::Tensor& dbias) {
+                                  const fp8::ScaleState& state, const at::Tensor& dbias,
+                                  CopyLifetimes lifetimes) {
   Fp8Activation q;
-  fp8::ActivationQuantize request =
-      activation_request(x, splits, spec, rowwise, columnwise, state, q);
+  const OperandCopies copies = activation_copies(x, splits, spec, rowwise, columnwise, q);
+  if (lifetimes == CopyLifetimes::kShared) {
+    allocate_together({&copies.row, &copies.col}, spec, x.options());
+  } else {
+    allocate_together({&copies.row}, spec, x.options());
+    allocate_together({&copies.col}, spec, x.options());
+  }
+  fp8::ActivationQuantize request = activation_request(x, splits, state, q);
   if (dbias.defined()) request.dbias = grouped_view(dbias.unsqueeze(1), "grad_bias");
   c10::OptionalDeviceGuard guard(x.device());
   fp8::quantize_activation(request, exec_context(x.device()));
@@ -261,12 +310,30 @@ Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits
 std::pair<Fp8Activation, Fp8Weight> quantize_forward_operands(
     const at::Tensor& x, const GroupSplits& splits, bool x_columnwise,
     const fp8::ScaleState& x_state, const at::Tensor& w, bool w_columnwise,
-    const fp8::ScaleState& w_state, const QuantizeSpec& spec) {
+    const fp8::ScaleState& w_state, const QuantizeSpec& spec, ForwardLifetimes lifetimes) {
   std::pair<Fp8Activation, Fp8Weight> q;
-  const fp8::ActivationQuantize x_request =
-      activation_request(x, splits, spec, /*rowwise=*/true, x_columnwise, x_state, q.first);
-  const fp8::WeightQuantize w_request =
-      weight_request(w, spec, /*rowwise=*/true, w_columnwise, w_state, q.second);
+  const OperandCopies xc =
+      activation_copies(x, splits, spec, /*rowwise=*/true, x_columnwise, q.first);
+  const OperandCopies wc = weight_copies(w, spec, /*rowwise=*/true, w_columnwise, q.second);
+  const at::TensorOptions& options = x.options();
+  switch (lifetimes) {
+    case ForwardLifetimes::kWeightKept:
+      allocate_together({&xc.row}, spec, options);
+      allocate_together({&xc.col}, spec, options);
+      allocate_together({&wc.row, &wc.col}, spec, options);
+      break;
+    case ForwardLifetimes::kSavedTogether:
+      allocate_together({&xc.row, &wc.row}, spec, options);
+      allocate_together({&xc.col, &wc.col}, spec, options);
+      break;
+    case ForwardLifetimes::kSavedApart:
+      allocate_together({&xc.row, &wc.row}, spec, options);
+      allocate_together({&xc.col}, spec, options);
+      allocate_together({&wc.col}, spec, options);
+      break;
+  }
+  const fp8::ActivationQuantize x_request = activation_request(x, splits, x_state, q.first);
+  const fp8::WeightQuantize w_request = weight_request(w, w_state, q.second);
   c10::OptionalDeviceGuard guard(x.device());
   fp8::quantize_forward_operands(x_request, w_request, exec_context(x.device()));
   return q;

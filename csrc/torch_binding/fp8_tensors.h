@@ -57,6 +57,25 @@ struct Fp8Weight {
   fp8::QuantizedWeight view() const;
 };
 
+// Which quantized copies share one allocation (see fp8_tensors.cpp). A
+// shared block lives as long as its longest-lived copy, so only copies that
+// die together share one.
+enum class CopyLifetimes {
+  kApart,   // each copy its own block (e.g. a forward's X: row-wise dropped, column-wise saved)
+  kShared,  // row- and column-wise in one block (dY when wgrad is not deferred)
+};
+
+// A forward's four copies by lifetime.
+enum class ForwardLifetimes {
+  // W is cached across micro-batches: W's two copies in one block, X's apart.
+  kWeightKept,
+  // {X row, W row} die after the forward's GEMM, {X col, W col} with the
+  // autograd node.
+  kSavedTogether,
+  // As kSavedTogether, but X col outlives W col (a deferred wgrad keeps it).
+  kSavedApart,
+};
+
 // Casts x [T, C] (float32 / float16 / bfloat16, unit column stride) into the
 // copies asked for; `state` as in quantize_ops.h (delayed: scale read, amax
 // recorded; current: may be null). With `dbias` defined ([G, C], any float
@@ -65,7 +84,8 @@ struct Fp8Weight {
 Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits,
                                   const QuantizeSpec& spec, bool rowwise, bool columnwise,
                                   const fp8::ScaleState& state,
-                                  const at::Tensor& dbias = at::Tensor());
+                                  const at::Tensor& dbias = at::Tensor(),
+                                  CopyLifetimes lifetimes = CopyLifetimes::kApart);
 
 // A forward's X and W [G, N, K], both row-wise plus the column-wise copies
 // asked for (W: one scale per group, or 128 x 128 blocks), under one spec, as
@@ -74,7 +94,8 @@ Fp8Activation quantize_activation(const at::Tensor& x, const GroupSplits& splits
 std::pair<Fp8Activation, Fp8Weight> quantize_forward_operands(
     const at::Tensor& x, const GroupSplits& splits, bool x_columnwise,
     const fp8::ScaleState& x_state, const at::Tensor& w, bool w_columnwise,
-    const fp8::ScaleState& w_state, const QuantizeSpec& spec);
+    const fp8::ScaleState& w_state, const QuantizeSpec& spec,
+    ForwardLifetimes lifetimes = ForwardLifetimes::kWeightKept);
 
 // The float32 values a copy stands for, [T, C] / [G, N, K] (tests, debugging).
 at::Tensor dequantized(const Fp8Activation& q, bool columnwise, const GroupSplits& splits);

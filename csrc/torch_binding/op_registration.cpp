@@ -319,7 +319,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fp8_backward_kernel(
   at::Tensor grad_bias = bias_grad ? at::empty({groups, n}, dy.options()) : at::Tensor();
   const Fp8Activation dyq = quantize_grad_output(
       dy, splits, recipe, input_grad, weight_grad,
-      delayed ? scale_state(scale, amax_history, 0) : fp8::ScaleState{}, grad_bias);
+      delayed ? scale_state(scale, amax_history, 0) : fp8::ScaleState{}, grad_bias,
+      CopyLifetimes::kShared);  // both die with this op
 
   c10::OptionalDeviceGuard guard(device);
   at::Tensor dx = empty_placeholder(grad_output.options());

@@ -381,6 +381,44 @@ def test_backward_keeps_one_byte_activations(device, recipe_id, gen):
                          "wgrad with save_original_input", tol=0.15)
 
 
+@pytest.mark.parametrize("deferred", [False, True], ids=["wgrad-now", "wgrad-deferred"])
+def test_saved_copies_share_an_allocation_only_when_they_die_together(device, deferred, gen):
+    """X's and W's column-wise copies die with the autograd node, so they are
+    carved from one allocation (a trip to the allocator saved per call);
+    with delay_wgrad_compute the deferred wgrad keeps X's copy past W's, so
+    then each has its own, and W's is freed when backward ends."""
+    recipe = fp8.Float8CurrentScaling()
+    groups, rows, k, n = 4, 192, 64, 48
+    module = grouped_linear.GroupedLinear(groups, k, n, params_dtype=torch.bfloat16,
+                                          device=device, delay_wgrad_compute=deferred)
+    set_params(module, gen)
+    reference = grouped_linear.GroupedLinear(groups, k, n, params_dtype=torch.bfloat16,
+                                             device=device)
+    reference.load_state_dict(module.state_dict())
+    splits = make_splits(gen, rows, groups, "random_with_zeros")
+    x = randn(gen, rows, k, dtype=torch.bfloat16, device=device)
+
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        with grouped_linear.autocast(recipe=recipe):
+            out = module(x.clone().requires_grad_(True), splits)
+    codes = [t for t in saved if t.element_size() == 1]
+    assert len(codes) == 2, f"expected X's and W's column-wise codes saved, got {len(codes)}"
+    storages = {t.untyped_storage().data_ptr() for t in codes}
+    assert len(storages) == (2 if deferred else 1)
+    del saved, codes
+    out.float().pow(2).sum().backward()
+    if deferred:
+        module.backward_dw()
+
+    with grouped_linear.autocast(recipe=recipe):
+        expected = reference(x.clone().requires_grad_(True), splits)
+    expected.float().pow(2).sum().backward()
+    assert torch.equal(out, expected)
+    # Current scaling casts the same values the same way: the same bits.
+    assert torch.equal(module.weight.grad, reference.weight.grad)
+
+
 # --- weights across micro-batches ----------------------------------------------------
 
 @pytest.mark.parametrize("recipe_id", ["delayed-hybrid-max", "current-e4m3", "block"])
