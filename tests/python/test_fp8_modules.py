@@ -406,7 +406,8 @@ def test_saved_copies_share_an_allocation_only_when_they_die_together(device, de
     assert len(codes) == 2, f"expected X's and W's column-wise codes saved, got {len(codes)}"
     storages = {t.untyped_storage().data_ptr() for t in codes}
     assert len(storages) == (2 if deferred else 1)
-    del saved, codes
+    saved.clear()  # from here the copies live as long as the graph
+    codes.clear()
     out.float().pow(2).sum().backward()
     if deferred:
         module.backward_dw()
