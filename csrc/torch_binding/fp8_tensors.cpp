@@ -167,25 +167,27 @@ void allocate_together(std::initializer_list<const std::optional<CopyShape>*> co
     }
     return;
   }
-  int64_t bytes = 0;
-  for (const std::optional<CopyShape>* copy : copies) {
-    if (!copy->has_value()) continue;
-    bytes = align_region(bytes + c10::multiply_integers((*copy)->code_sizes));
-    bytes += static_cast<int64_t>(sizeof(float)) * c10::multiply_integers((*copy)->scale_sizes);
-    bytes = align_region(bytes);
-  }
+  // Where a copy's codes and scales start, from where the previous one ended;
+  // the same walk sizes the block and then carves it.
+  const auto walk = [&copies](const auto& place) {
+    int64_t offset = 0;
+    for (const std::optional<CopyShape>* copy : copies) {
+      if (!copy->has_value()) continue;
+      const CopyShape& c = **copy;
+      const int64_t scales = align_region(offset + c10::multiply_integers(c.code_sizes));
+      place(c, offset, scales);
+      offset = align_region(scales + static_cast<int64_t>(sizeof(float)) *
+                                         c10::multiply_integers(c.scale_sizes));
+    }
+    return offset;
+  };
+  const int64_t bytes = walk([](const CopyShape&, int64_t, int64_t) {});
   if (bytes == 0) return;
   const at::Tensor block = at::empty({bytes}, options.dtype(at::kByte));
-  int64_t offset = 0;
-  for (const std::optional<CopyShape>* copy : copies) {
-    if (!copy->has_value()) continue;
-    const CopyShape& c = **copy;
-    *c.codes = tensor_on(block, c.code_type, offset, c.code_sizes);
-    offset = align_region(offset + c10::multiply_integers(c.code_sizes));
-    *c.scale_inv = tensor_on(block, at::kFloat, offset, c.scale_sizes);
-    offset = align_region(offset + static_cast<int64_t>(sizeof(float)) *
-                                       c10::multiply_integers(c.scale_sizes));
-  }
+  walk([&block](const CopyShape& c, int64_t codes, int64_t scales) {
+    *c.codes = tensor_on(block, c.code_type, codes, c.code_sizes);
+    *c.scale_inv = tensor_on(block, at::kFloat, scales, c.scale_sizes);
+  });
 }
 
 }  // namespace
