@@ -13,7 +13,7 @@ import datetime
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import torch
 

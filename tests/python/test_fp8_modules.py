@@ -16,7 +16,6 @@ import torch
 
 import grouped_linear
 from grouped_linear import fp8
-from conftest import TOLERANCE
 from fp8_testutil import (FP8_FP32_TOLERANCE, amax, assert_finite_rel_le, dequantized_operands,
                           expected_delayed_scale, formats, fp8_bound, splits_like)
 from gl_testutil import (assert_close_rel, assert_empty_groups_zero, check_module_healthy,

@@ -71,7 +71,7 @@ from grouped_linear import fp8, ops
 from conftest import TOLERANCE
 from fp8_testutil import FORMAT_STEP, FP8_FP32_TOLERANCE, dequantized_operands, formats
 from gl_testutil import (assert_close_rel, make_splits, randn, ref_dgrad, ref_forward, ref_wgrad,
-                         rel_err, set_params)
+                         set_params)
 
 BASE_SEED = int(os.environ.get("GL_FUZZ_SEED", "1234"))
 _CUDA = torch.cuda.is_available() and grouped_linear.with_cuda
