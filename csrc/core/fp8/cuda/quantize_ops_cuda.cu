@@ -1,7 +1,7 @@
 // FP8 quantization on CUDA (the contract: core/fp8/quantize_ops.h; the bits:
 // quantize_ops_cpu.cpp). One launch per operation, two for current scaling
-// (amax, then the cast); group sizes are read on the device when they are
-// there, never copied back.
+// (amax, then the cast; a forward's X and W share both); group sizes are
+// read on the device when they are there, never copied back.
 //
 // quantize_activation: a persistent grid walks tiles of 128 rows x 128
 // columns. Row tiles start at each group's first row, so a column-wise
@@ -31,22 +31,32 @@ namespace grouped_linear::fp8::cuda_impl {
 namespace {
 
 // ---------------------------------------------------------------------------
-// amax partials for current scaling: CTA (chunk, g) merges |x| over rows
-// chunk * 8 + warp, stepping by chunks * 8, of matrix g.
+// amax partials for current scaling. One pass covers up to two operands (a
+// forward's X and W: one launch for both, as their casts share one); each
+// is `groups` matrices of which `chunks` CTAs take one each, CTA `chunk`
+// merging |x| over rows chunk * 8 + warp, stepping by chunks * 8.
+
+struct AmaxPass {
+  const void* input = nullptr;
+  int64_t stride = 0, group_stride = 0, rows = 0, cols = 0;
+  int64_t groups = 0, chunks = 0;
+  bool vec = false;
+  float* partial = nullptr;  // [groups, chunks]
+  DType dtype = DType::kBFloat16;
+
+  __host__ __device__ int64_t ctas() const { return groups * chunks; }
+};
 
 template <int K>
-__global__ void __launch_bounds__(kThreads)
-    amax_kernel(const void* input, int64_t stride, int64_t group_stride, int64_t rows, int64_t cols,
-                bool vec, float* partial) {
+__device__ void amax_chunk(const AmaxPass& a, int64_t g, int64_t chunk) {
   using S = typename Storage<K>::type;
   __shared__ float scratch[kWarps];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const S* base = static_cast<const S*>(input) + blockIdx.y * group_stride;
-  const int64_t chunks = gridDim.x;
-  const int64_t vec_cols = vec ? cols / 4 * 4 : 0;
+  const S* base = static_cast<const S*>(a.input) + g * a.group_stride;
+  const int64_t vec_cols = a.vec ? a.cols / 4 * 4 : 0;
   uint32_t m = 0;  // abs_bits maximum (fp8_device.cuh)
-  for (int64_t r = blockIdx.x * kWarps + warp; r < rows; r += chunks * kWarps) {
-    const S* row = base + r * stride;
+  for (int64_t r = chunk * kWarps + warp; r < a.rows; r += a.chunks * kWarps) {
+    const S* row = base + r * a.stride;
     // Unrolled so that each lane has 4 loads in flight, not 1: this pass is
     // bound by memory latency (the maximum is order-free, the bits unchanged).
 #pragma unroll 4
@@ -56,16 +66,28 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 4; ++e) m = max(m, abs_bits(widen<K>(raw[e])));
     }
-    for (int64_t c = vec_cols + lane; c < cols; c += 32) m = max(m, abs_bits(widen<K>(row[c])));
+    for (int64_t c = vec_cols + lane; c < a.cols; c += 32) m = max(m, abs_bits(widen<K>(row[c])));
   }
-  const float a = amax_from_abs_bits(warp_max_bits(m));
-  if (lane == 0) scratch[warp] = a;
+  const float amax = amax_from_abs_bits(warp_max_bits(m));
+  if (lane == 0) scratch[warp] = amax;
   __syncthreads();
   if (threadIdx.x == 0) {
     float total = 0.f;
     for (int w = 0; w < kWarps; ++w) total = merge_amax(total, scratch[w]);
-    partial[blockIdx.y * chunks + blockIdx.x] = total;
+    a.partial[g * a.chunks + chunk] = total;
   }
+}
+
+// CTAs [0, first.ctas()) take `first`'s chunks, the rest `second`'s (which
+// may be empty); both of input kind K.
+template <int K>
+__global__ void __launch_bounds__(kThreads)
+    amax_kernel(const __grid_constant__ AmaxPass first, const __grid_constant__ AmaxPass second) {
+  const int64_t cta = blockIdx.x;
+  const bool in_first = cta < first.ctas();
+  const AmaxPass& a = in_first ? first : second;
+  const int64_t i = in_first ? cta : cta - first.ctas();
+  amax_chunk<K>(a, i / a.chunks, i % a.chunks);
 }
 
 // The amax of matrix g from its partials (every thread gets it).
@@ -291,30 +313,43 @@ bool aligned(const void* ptr, size_t bytes) {
 
 int64_t blocks_of(int64_t n) { return (n + kTile - 1) / kTile; }
 
-// Launches amax_kernel over `groups` matrices; returns the partials (chunks
-// per matrix).
-float* launch_amax(DType dtype, const void* input, int64_t stride, int64_t group_stride,
-                   int64_t groups, int64_t rows, int64_t cols, int sm_ctas, int* chunks_out,
-                   CallWorkspace& ws, cudaStream_t stream) {
+// Plans the amax pass over `groups` matrices: its chunks and its partials
+// (allocated here, written when launched).
+AmaxPass plan_amax(DType dtype, const void* input, int64_t stride, int64_t group_stride,
+                   int64_t groups, int64_t rows, int64_t cols, int sm_ctas, CallWorkspace& ws) {
+  GL_CHECK_VALUE(groups <= 65535, "FP8 current scaling: ", groups, " groups, at most 65535");
+  AmaxPass a;
+  a.input = input;
+  a.stride = stride;
+  a.group_stride = group_stride;
+  a.rows = rows;
+  a.cols = cols;
+  a.groups = groups;
+  a.dtype = dtype;
   const size_t elem = element_size(dtype);
-  const bool vec = aligned(input, 4 * elem) && stride % 4 == 0 && group_stride % 4 == 0;
+  a.vec = aligned(input, 4 * elem) && stride % 4 == 0 && group_stride % 4 == 0;
   int64_t chunks = (rows + kWarps - 1) / kWarps;
   const int64_t budget = groups > 0 ? sm_ctas / groups : 1;
   chunks = chunks < 1 ? 1 : chunks;
   if (chunks > budget) chunks = budget < 1 ? 1 : budget;
   if (chunks > 1024) chunks = 1024;
-  GL_CHECK_VALUE(groups <= 65535, "FP8 current scaling: ", groups, " groups, at most 65535");
-  float* partial =
-      static_cast<float*>(ws.allocate(sizeof(float) * chunks * (groups > 0 ? groups : 1)));
-  *chunks_out = static_cast<int>(chunks);
-  if (groups == 0) return partial;
-  dispatch_input(dtype, [&](auto k) {
+  a.chunks = chunks;
+  a.partial = static_cast<float*>(ws.allocate(sizeof(float) * chunks * (groups > 0 ? groups : 1)));
+  return a;
+}
+
+// Launches one amax pass, or two of one input kind in one grid (an empty
+// pass adds no CTA).
+void launch_amax(const AmaxPass& first, const AmaxPass& second, cudaStream_t stream) {
+  GL_CHECK(first.ctas() == 0 || second.ctas() == 0 || first.dtype == second.dtype,
+           "FP8 amax: passes of two input kinds in one launch");
+  const int64_t ctas = first.ctas() + second.ctas();
+  if (ctas == 0) return;
+  dispatch_input(first.ctas() > 0 ? first.dtype : second.dtype, [&](auto k) {
     constexpr int K = decltype(k)::value;
-    amax_kernel<K><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(groups)), kThreads,
-                     0, stream>>>(input, stride, group_stride, rows, cols, vec, partial);
+    amax_kernel<K><<<static_cast<unsigned>(ctas), kThreads, 0, stream>>>(first, second);
     GL_CUDA_CHECK_LAUNCH();
   });
-  return partial;
 }
 
 template <int K, bool kBlockScaled, typename Sizes>
@@ -342,6 +377,7 @@ struct ActivationLaunch {
   bool device_sizes = false;
   HostSizes host{};
   DeviceSizes device{};
+  AmaxPass amax{};  // current scaling: launched before the cast
 
   template <typename Fn>
   void with_sizes(Fn&& fn) const {
@@ -404,10 +440,9 @@ void prepare_activation(const ActivationQuantize& r, const ExecContext& ctx, Cal
                  (r.out.columnwise.data == nullptr ||
                   (aligned(r.out.columnwise.data, 4) && r.out.columnwise.row_stride % 4 == 0));
   if (r.kind == RecipeKind::kCurrent) {
-    int chunks = 0;
-    p.amax_partial = launch_amax(r.input.dtype, r.input.data, r.input.row_stride, 0, 1, t, c,
-                                 sm_ctas, &chunks, ws, stream);
-    p.amax_partials = t * c > 0 ? chunks : 0;
+    out.amax = plan_amax(r.input.dtype, r.input.data, r.input.row_stride, 0, 1, t, c, sm_ctas, ws);
+    p.amax_partial = out.amax.partial;
+    p.amax_partials = t * c > 0 ? static_cast<int>(out.amax.chunks) : 0;
   }
   // Row tiles: each group's, plus those of rows no group holds (at most one
   // more than T / 128 + G in all).
@@ -465,6 +500,7 @@ void quantize_activation_cuda(const ActivationQuantize& r, const ExecContext& ct
   CallWorkspace ws(ctx);
   ActivationLaunch a;
   prepare_activation(r, ctx, ws, a);
+  launch_amax(a.amax, AmaxPass{}, static_cast<cudaStream_t>(ctx.stream));
   launch_activation(a, ctx);
 }
 
@@ -627,11 +663,11 @@ struct WeightLaunch {
   bool empty = true;
   size_t smem = 0;
   int64_t wanted = 0;  // CTAs with work: tiles, or the per-group bookkeeping
+  AmaxPass amax{};     // current scaling: launched before the cast
 };
 
 void prepare_weight(const WeightQuantize& r, const ExecContext& ctx, CallWorkspace& ws,
                     WeightLaunch& out) {
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
   const GroupedMatrixView& in = r.input;
   const bool rowwise = r.out.rowwise.data != nullptr || r.out.rowwise_scale.scale_inv != nullptr;
   const bool columnwise =
@@ -684,9 +720,12 @@ void prepare_weight(const WeightQuantize& r, const ExecContext& ctx, CallWorkspa
                  (r.out.columnwise.data == nullptr ||
                   (aligned(r.out.columnwise.data, 4) && r.out.columnwise.row_stride % 4 == 0 &&
                    r.out.columnwise.group_stride % 4 == 0));
-  if (r.kind == RecipeKind::kCurrent)
-    p.amax_partial = launch_amax(in.dtype, in.data, in.row_stride, in.group_stride, in.groups,
-                                 in.rows, in.cols, sm_ctas, &p.amax_chunks, ws, stream);
+  if (r.kind == RecipeKind::kCurrent) {
+    out.amax = plan_amax(in.dtype, in.data, in.row_stride, in.group_stride, in.groups, in.rows,
+                         in.cols, sm_ctas, ws);
+    p.amax_partial = out.amax.partial;
+    p.amax_chunks = static_cast<int>(out.amax.chunks);
+  }
   // The tile is staged for the column-wise copy, and for a 128 x 128 block's
   // scale (known only once every row is read). When every tile takes
   // quantize_full_tile, the per-tensor scaling stages only the codes: a
@@ -719,7 +758,9 @@ void quantize_weight_cuda(const WeightQuantize& r, const ExecContext& ctx) {
   CallWorkspace ws(ctx);
   WeightLaunch w;
   prepare_weight(r, ctx, ws, w);
-  if (!w.empty) launch_weight(w, ctx);
+  if (w.empty) return;
+  launch_amax(w.amax, AmaxPass{}, static_cast<cudaStream_t>(ctx.stream));
+  launch_weight(w, ctx);
 }
 
 // ---------------------------------------------------------------------------
@@ -760,6 +801,15 @@ void quantize_forward_cuda(const ActivationQuantize& x, const WeightQuantize& w,
   prepare_activation(x, ctx, ws, a);
   WeightLaunch wl;
   prepare_weight(w, ctx, ws, wl);
+  // Current scaling: both amax passes in one launch where the inputs are of
+  // one kind (a float32 weight under torch.autocast is not).
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  if (wl.amax.ctas() == 0 || a.amax.ctas() == 0 || a.amax.dtype == wl.amax.dtype) {
+    launch_amax(a.amax, wl.amax, stream);
+  } else {
+    launch_amax(a.amax, AmaxPass{}, stream);
+    launch_amax(wl.amax, AmaxPass{}, stream);
+  }
   if (wl.empty) {
     launch_activation(a, ctx);
     return;
