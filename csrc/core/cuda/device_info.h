@@ -8,6 +8,7 @@ struct DeviceInfo {
   int major = 0;
   int minor = 0;
   int sm_count = 0;
+  bool cooperative_launch = false;  // grids whose CTAs are all resident at once
 };
 
 const DeviceInfo& device_info(int device);

@@ -11,10 +11,13 @@
 // gradient writes one partial sum per row tile and column; the last tile of a group to
 // finish (an atomic count per group and column tile) adds them in order.
 // quantize_weight: the same tiles per group; a 128 x 128 block is a tile.
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device_info.h"
@@ -88,6 +91,22 @@ __global__ void __launch_bounds__(kThreads)
   const AmaxPass& a = in_first ? first : second;
   const int64_t i = in_first ? cta : cta - first.ctas();
   amax_chunk<K>(a, i / a.chunks, i % a.chunks);
+}
+
+// Current scaling in the cast's own launch: the grid's CTAs take the amax
+// passes' chunks first, then meet at a grid-wide barrier (the kernel is
+// launched cooperatively, so every CTA is resident), after which each CTA
+// reads the partials as it would after a separate amax launch.
+template <int K>
+__device__ void amax_then_grid_sync(const AmaxPass& first, const AmaxPass& second) {
+  const int64_t items = first.ctas() + second.ctas();
+  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+    const bool in_first = i < first.ctas();
+    const AmaxPass& a = in_first ? first : second;
+    const int64_t j = in_first ? i : i - first.ctas();
+    amax_chunk<K>(a, j / a.chunks, j % a.chunks);
+  }
+  cooperative_groups::this_grid().sync();
 }
 
 // The amax of matrix g from its partials (every thread gets it).
@@ -297,6 +316,17 @@ __global__ void __launch_bounds__(kThreads, 3)
   quantize_activation_ctas<K, kBlockScaled>(p, sizes, blockIdx.x, gridDim.x);
 }
 
+// quantize_activation_kernel under current scaling with its amax pass first
+// (cooperative launch only).
+template <int K, typename Sizes>
+__global__ void __launch_bounds__(kThreads, 3)
+    current_activation_kernel(const __grid_constant__ ActivationParams p,
+                              const __grid_constant__ Sizes sizes,
+                              const __grid_constant__ AmaxPass amax) {
+  amax_then_grid_sync<K>(amax, AmaxPass{});
+  quantize_activation_ctas<K, false>(p, sizes, blockIdx.x, gridDim.x);
+}
+
 template <typename Fn>
 void dispatch_input(DType dtype, Fn&& fn) {
   switch (dtype) {
@@ -350,6 +380,37 @@ void launch_amax(const AmaxPass& first, const AmaxPass& second, cudaStream_t str
     amax_kernel<K><<<static_cast<unsigned>(ctas), kThreads, 0, stream>>>(first, second);
     GL_CUDA_CHECK_LAUNCH();
   });
+}
+
+// Whether current scaling's amax pass can run inside the cast's launch.
+bool amax_in_cast(const AmaxPass& amax, const ExecContext& ctx) {
+  return amax.ctas() > 0 && cuda::device_info(ctx.device.index).cooperative_launch;
+}
+
+// A cooperative launch of `grid` CTAs (at most device_wide_ctas of the
+// kernel). Returns false, launching nothing, where the device cannot hold
+// that grid at once after all (SMs taken by MPS or green contexts): the
+// caller then launches the amax pass on its own.
+template <typename... Params, typename... Args>
+bool launch_cooperative(void (*kernel)(Params...), int64_t grid, size_t smem, cudaStream_t stream,
+                        Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute cooperative{};
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = 1;
+  config.attrs = &cooperative;
+  config.numAttrs = 1;
+  const cudaError_t status = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  if (status == cudaErrorCooperativeLaunchTooLarge) {
+    (void)cudaGetLastError();  // clears the error, which is not sticky
+    return false;
+  }
+  GL_CUDA_CHECK(status);
+  return true;
 }
 
 template <int K, bool kBlockScaled, typename Sizes>
@@ -483,7 +544,26 @@ void prepare_activation(const ActivationQuantize& r, const ExecContext& ctx, Cal
   out.device = DeviceSizes{r.splits.device, r.splits.device_dtype == DType::kInt64};
 }
 
+// The cast, after its amax pass (current scaling): in its own launch where
+// the device allows cooperative launches, else in one before.
 void launch_activation(const ActivationLaunch& a, const ExecContext& ctx) {
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  if (amax_in_cast(a.amax, ctx)) {
+    bool launched = false;
+    a.with_sizes([&](const auto& sizes) {
+      using Sizes = std::decay_t<decltype(sizes)>;
+      dispatch_input(a.dtype, [&](auto k) {
+        constexpr int K = decltype(k)::value;
+        auto kernel = current_activation_kernel<K, Sizes>;
+        const int ctas = device_wide_ctas(reinterpret_cast<const void*>(kernel), kThreads, a.smem,
+                                          ctx.device.index);
+        const int64_t grid = a.units_bound < 1 ? 1 : (a.units_bound < ctas ? a.units_bound : ctas);
+        launched = launch_cooperative(kernel, grid, a.smem, stream, a.p, sizes, a.amax);
+      });
+    });
+    if (launched) return;
+  }
+  launch_amax(a.amax, AmaxPass{}, stream);
   a.with_sizes([&](const auto& sizes) {
     using Sizes = std::decay_t<decltype(sizes)>;
     dispatch_input(a.dtype, [&](auto k) {
@@ -500,7 +580,6 @@ void quantize_activation_cuda(const ActivationQuantize& r, const ExecContext& ct
   CallWorkspace ws(ctx);
   ActivationLaunch a;
   prepare_activation(r, ctx, ws, a);
-  launch_amax(a.amax, AmaxPass{}, static_cast<cudaStream_t>(ctx.stream));
   launch_activation(a, ctx);
 }
 
@@ -637,6 +716,14 @@ __global__ void __launch_bounds__(kThreads)
   quantize_weight_ctas<K, kBlockScaled>(p, blockIdx.x, gridDim.x);
 }
 
+template <int K>
+__global__ void __launch_bounds__(kThreads)
+    current_weight_kernel(const __grid_constant__ WeightParams p,
+                          const __grid_constant__ AmaxPass amax) {
+  amax_then_grid_sync<K>(amax, AmaxPass{});
+  quantize_weight_ctas<K, false>(p, blockIdx.x, gridDim.x);
+}
+
 // A forward's two casts in one grid, for small calls (kForwardTogetherWaves):
 // CTAs [0, activation_ctas) cast X, the others W, each part striding over its
 // own tiles. One launch less, on the host and on the device, which is what
@@ -652,6 +739,23 @@ __global__ void __launch_bounds__(kThreads)
   else
     quantize_weight_ctas<K, kBlockScaled>(w, cta - activation_ctas,
                                           static_cast<int>(gridDim.x) - activation_ctas);
+}
+
+// quantize_forward_kernel under current scaling, both amax passes first.
+template <int K, typename Sizes>
+__global__ void __launch_bounds__(kThreads)
+    current_forward_kernel(const __grid_constant__ ActivationParams a,
+                           const __grid_constant__ Sizes sizes,
+                           const __grid_constant__ WeightParams w, int activation_ctas,
+                           const __grid_constant__ AmaxPass a_amax,
+                           const __grid_constant__ AmaxPass w_amax) {
+  amax_then_grid_sync<K>(a_amax, w_amax);
+  const int cta = static_cast<int>(blockIdx.x);
+  if (cta < activation_ctas)
+    quantize_activation_ctas<K, false>(a, sizes, cta, activation_ctas);
+  else
+    quantize_weight_ctas<K, false>(w, cta - activation_ctas,
+                                   static_cast<int>(gridDim.x) - activation_ctas);
 }
 
 // The weight cast, ready to launch (as ActivationLaunch); `empty`: no group,
@@ -741,7 +845,22 @@ void prepare_weight(const WeightQuantize& r, const ExecContext& ctx, CallWorkspa
   out.wanted = units > bookkeeping ? units : bookkeeping;
 }
 
+// As launch_activation.
 void launch_weight(const WeightLaunch& w, const ExecContext& ctx) {
+  const auto stream = static_cast<cudaStream_t>(ctx.stream);
+  if (amax_in_cast(w.amax, ctx)) {
+    bool launched = false;
+    dispatch_input(w.dtype, [&](auto k) {
+      constexpr int K = decltype(k)::value;
+      auto kernel = current_weight_kernel<K>;
+      const int ctas = device_wide_ctas(reinterpret_cast<const void*>(kernel), kThreads, w.smem,
+                                        ctx.device.index);
+      const int64_t grid = w.wanted < 1 ? 1 : (w.wanted < ctas ? w.wanted : ctas);
+      launched = launch_cooperative(kernel, grid, w.smem, stream, w.p, w.amax);
+    });
+    if (launched) return;
+  }
+  launch_amax(w.amax, AmaxPass{}, stream);
   dispatch_input(w.dtype, [&](auto k) {
     constexpr int K = decltype(k)::value;
     auto kernel = w.block ? quantize_weight_kernel<K, true> : quantize_weight_kernel<K, false>;
@@ -758,9 +877,7 @@ void quantize_weight_cuda(const WeightQuantize& r, const ExecContext& ctx) {
   CallWorkspace ws(ctx);
   WeightLaunch w;
   prepare_weight(r, ctx, ws, w);
-  if (w.empty) return;
-  launch_amax(w.amax, AmaxPass{}, static_cast<cudaStream_t>(ctx.stream));
-  launch_weight(w, ctx);
+  if (!w.empty) launch_weight(w, ctx);
 }
 
 // ---------------------------------------------------------------------------
@@ -784,9 +901,28 @@ bool launch_forward_together(const ActivationLaunch& a, const Sizes& sizes, cons
   const size_t smem = a.smem > w.smem ? a.smem : w.smem;
   const int ctas =
       device_wide_ctas(reinterpret_cast<const void*>(kernel), kThreads, smem, ctx.device.index);
-  const int64_t activation_ctas = a.units_bound < 1 ? 1 : a.units_bound;
-  const int64_t weight_ctas = w.wanted < 1 ? 1 : w.wanted;
+  int64_t activation_ctas = a.units_bound < 1 ? 1 : a.units_bound;
+  int64_t weight_ctas = w.wanted < 1 ? 1 : w.wanted;
   if (activation_ctas + weight_ctas > int64_t{kForwardTogetherWaves} * ctas) return false;
+  if constexpr (!kBlockScaled) {
+    if (amax_in_cast(a.amax, ctx) || amax_in_cast(w.amax, ctx)) {
+      // One wave (a cooperative grid), shared in proportion to the tiles.
+      auto current = current_forward_kernel<K, Sizes>;
+      const int64_t wave = device_wide_ctas(reinterpret_cast<const void*>(current), kThreads, smem,
+                                            ctx.device.index);
+      const int64_t total = activation_ctas + weight_ctas;
+      if (total > wave && wave >= 2) {
+        activation_ctas = std::max<int64_t>(1, activation_ctas * wave / total);
+        weight_ctas = std::max<int64_t>(1, wave - activation_ctas);
+      }
+      if (activation_ctas + weight_ctas <= wave &&
+          launch_cooperative(current, activation_ctas + weight_ctas, smem,
+                             static_cast<cudaStream_t>(ctx.stream), a.p, sizes, w.p,
+                             static_cast<int>(activation_ctas), a.amax, w.amax))
+        return true;
+      return false;  // the two casts launch their amax passes themselves
+    }
+  }
   kernel<<<static_cast<unsigned>(activation_ctas + weight_ctas), kThreads, smem,
            static_cast<cudaStream_t>(ctx.stream)>>>(a.p, sizes, w.p,
                                                     static_cast<int>(activation_ctas));
@@ -801,14 +937,15 @@ void quantize_forward_cuda(const ActivationQuantize& x, const WeightQuantize& w,
   prepare_activation(x, ctx, ws, a);
   WeightLaunch wl;
   prepare_weight(w, ctx, ws, wl);
-  // Current scaling: both amax passes in one launch where the inputs are of
-  // one kind (a float32 weight under torch.autocast is not).
-  const auto stream = static_cast<cudaStream_t>(ctx.stream);
-  if (wl.amax.ctas() == 0 || a.amax.ctas() == 0 || a.amax.dtype == wl.amax.dtype) {
-    launch_amax(a.amax, wl.amax, stream);
-  } else {
-    launch_amax(a.amax, AmaxPass{}, stream);
-    launch_amax(wl.amax, AmaxPass{}, stream);
+  // Current scaling without cooperative launches: both amax passes in one
+  // launch where the inputs are of one kind (a float32 weight under
+  // torch.autocast is not), and the casts after it need none of their own.
+  const bool cooperative = cuda::device_info(ctx.device.index).cooperative_launch;
+  if (!cooperative &&
+      (wl.amax.ctas() == 0 || a.amax.ctas() == 0 || a.amax.dtype == wl.amax.dtype)) {
+    launch_amax(a.amax, wl.amax, static_cast<cudaStream_t>(ctx.stream));
+    a.amax = AmaxPass{};  // the partials stay where the casts read them
+    wl.amax = AmaxPass{};
   }
   if (wl.empty) {
     launch_activation(a, ctx);
