@@ -464,8 +464,8 @@ TEST_F(Fp8OpsCuda, WeightMatchesCpu) {
   }
 }
 
-// A forward's two casts as one operation (current scaling: their amax passes
-// in one launch where X and W are of one dtype): one launch where both fit in two
+// A forward's two casts as one operation (current scaling: each cast's amax
+// pass inside its launch, a grid-wide barrier between): one launch where both fit in two
 // waves (16-bit inputs of one dtype, ManyGroups' 600 tiles included), two
 // otherwise (float32 inputs, X and W of different dtypes as under
 // torch.autocast, and the last weight, whose 2800 tiles are more than two
