@@ -2,7 +2,7 @@
 // against the same bytes laid out so that each tile's k-block is contiguous.
 //
 //   weight_read_probe [--reps N] [--stages S] [--pace-cycles C]
-//                     [--engine cp_async|tma]
+//                     [--engine cp_async|tma] [--l2-promotion 0|64|128|256]
 //
 // At 32-128 experts the FP8 forward streams every expert's weight from
 // memory once and reaches 69-76% of an H100's peak DRAM bandwidth
@@ -26,6 +26,9 @@
 // ([G, N, K]) and dgrad (the column-wise [G, K, N]).
 // --pace-cycles makes each CTA wait that many cycles per k-block before
 // issuing the next, as MMAs would (0: as fast as memory allows).
+// --l2-promotion sets the TMA maps' L2 promotion in bytes (how much L2
+// fetches per miss; 128 by default, as CUTLASS encodes the kernels' maps,
+// 256 as DeepGEMM does; the kernels' own: ops.set_l2_promotion).
 // GB/s = distinct bytes / median time. Build: nvcc -O2 -std=c++17
 // -gencode=arch=compute_90a,code=sm_90a bench/cpp/weight_read_probe.cu -o
 // weight_read_probe (cmake: target gl_weight_read_probe).
@@ -304,6 +307,8 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encode;
 }
 
+CUtensorMapL2promotion g_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+
 // A 2-D byte map of `rows` rows of `row_bytes`, read in 256 x 128 boxes.
 CUtensorMap byte_map(const unsigned char* base, int64_t rows, int64_t row_bytes) {
   CUtensorMap map{};
@@ -313,8 +318,8 @@ CUtensorMap byte_map(const unsigned char* base, int64_t rows, int64_t row_bytes)
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult status = tensor_map_encoder()(
       &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<unsigned char*>(base), dims, strides, box,
-      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, g_promotion,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (status != CUDA_SUCCESS) {
     std::fprintf(stderr, "weight_read_probe: cuTensorMapEncodeTiled failed (%d)\n",
                  static_cast<int>(status));
@@ -373,10 +378,20 @@ int main(int argc, char** argv) {
                (!std::strcmp(argv[i + 1], "cp_async") || !std::strcmp(argv[i + 1], "tma"))) {
       use_tma = !std::strcmp(argv[++i], "tma");
       use_cp_async = !use_tma;
+    } else if (!std::strcmp(argv[i], "--l2-promotion")) {
+      const long long bytes = value("--l2-promotion");
+      if (bytes != 0 && bytes != 64 && bytes != 128 && bytes != 256) {
+        std::fprintf(stderr, "weight_read_probe: --l2-promotion: expected 0, 64, 128 or 256\n");
+        return 2;
+      }
+      g_promotion = bytes == 0     ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+                    : bytes == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                    : bytes == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                   : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
     } else {
       std::fprintf(stderr,
                    "weight_read_probe: unknown argument '%s'; expected --reps N, --stages S "
-                   "(2-%d), --pace-cycles C, --engine cp_async|tma\n",
+                   "(2-%d), --pace-cycles C, --engine cp_async|tma, --l2-promotion B\n",
                    argv[i], kMaxStages);
       return 2;
     }
@@ -398,6 +413,11 @@ int main(int argc, char** argv) {
               sms, peak_gbs);
   std::printf("stages %d (32 KB each), pace %lld cycles per k-block, median of %d runs\n", stages,
               static_cast<long long>(pace), reps);
+  std::printf("TMA maps' L2 promotion: %s\n",
+              g_promotion == CU_TENSOR_MAP_L2_PROMOTION_NONE      ? "none"
+              : g_promotion == CU_TENSOR_MAP_L2_PROMOTION_L2_64B  ? "64 B"
+              : g_promotion == CU_TENSOR_MAP_L2_PROMOTION_L2_128B ? "128 B"
+                                                                  : "256 B");
 
   // The benchmark's 32-128 expert cases (bench_cases.json): the forward
   // reads W as [G, N, K] FP8 codes, the dgrad its column-wise copy [G, K, N].

@@ -49,6 +49,11 @@ void GroupedGemmEngine::set_tile_order(const std::string& order) {
                  "' has no tile scheduler; expected ''");
 }
 
+void GroupedGemmEngine::set_l2_promotion(const std::string& promotion) {
+  GL_CHECK_VALUE(promotion.empty(), "L2 promotion: got '", promotion, "', but engine '",
+                 this->name(), "' loads no operands through tensor maps; expected ''");
+}
+
 void register_engine(DeviceType device_type, GroupedGemmEngine* engine) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);

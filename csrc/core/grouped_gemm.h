@@ -70,6 +70,9 @@ class GroupedGemmEngine {
   // Engines with a persistent tile scheduler: the order in which CTAs walk
   // each group's output tiles, for tuning ("" restores the automatic one).
   virtual void set_tile_order(const std::string& order);
+  // Engines whose kernels load operands through TMA: how much L2 fetches per
+  // miss ('128B', '256B'), for tuning ("" restores the default).
+  virtual void set_l2_promotion(const std::string& promotion);
 
   // FP8 products (core/fp8/fp8_gemm.h). An engine with FP8 kernels returns
   // true from runs_fp8 for the problems it covers and implements these;

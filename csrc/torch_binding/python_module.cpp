@@ -200,6 +200,11 @@ void set_tile_order_for(const std::string& device_type, const std::string& engin
   engine_by_name(parse_device_type(device_type), engine).set_tile_order(order);
 }
 
+void set_l2_promotion_for(const std::string& device_type, const std::string& engine,
+                          const std::string& promotion) {
+  engine_by_name(parse_device_type(device_type), engine).set_l2_promotion(promotion);
+}
+
 }  // namespace
 }  // namespace grouped_linear::torch_binding
 
@@ -279,6 +284,10 @@ PYBIND11_MODULE(_C, m) {
         py::arg("order"),
         "The order in which an engine's CTAs walk each group's output tiles: 'along_m', "
         "'along_n' or 'shorter_side' ('' restores the automatic one).");
+  m.def("set_l2_promotion", guarded(&set_l2_promotion_for), py::arg("device_type"),
+        py::arg("engine"), py::arg("promotion"),
+        "How much L2 fetches per miss of an engine's operand loads: '128B' or '256B' ('' "
+        "restores the default, 128B).");
   m.def(
       "diagnostics",
       [] {

@@ -73,6 +73,15 @@ def set_tile_order(device_type: str, engine: str, order: str) -> None:
     _C.set_tile_order(device_type, engine, order)
 
 
+def set_l2_promotion(device_type: str, engine: str, promotion: str) -> None:
+    """For tuning: how much L2 fetches from memory for each miss of `engine`'s
+    operand loads, "128B" or "256B" (the L2 promotion of the sm90 kernels'
+    tensor maps); '' restores the default, "128B" (CUTLASS's). Results are
+    the same bits either way; only the memory traffic's shape changes.
+    Engines that load no operands through tensor maps accept only ''."""
+    _C.set_l2_promotion(device_type, engine, promotion)
+
+
 def _bool(value, name: str) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"grouped_linear: {name}: got {value!r}, expected a bool")

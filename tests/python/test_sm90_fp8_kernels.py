@@ -605,6 +605,72 @@ def test_mixed_scaling_is_emulated(gen):
     assert_close_rel(out, ref, torch.bfloat16, "fwd: block x per-tensor")
 
 
+# ---- the operand maps' L2 promotion --------------------------------------------
+
+def _fp8_role_output(kernel, case, gen):
+    """One call of a per-tensor FP8 kernel's role on fresh codes; its output."""
+    role, a_fmt = kernel.split("_")[:2]
+    groups, rows, k, n = case
+    splits = make_splits(gen, rows, groups, "random_with_zeros")
+    dtype = out_dtype(kernel)
+    if role == "forward":
+        x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
+        out, _ = guarded_output((rows, n), dtype)
+        ops.fp8_forward(x, scales(gen, 1), w, scales(gen, groups), None, splits, out=out,
+                        engine=ENGINE)
+    elif role == "dgrad":
+        dy, w = codes(gen, (rows, n), a_fmt), codes(gen, (groups, k, n), "e4m3")
+        out, _ = guarded_output((rows, k), dtype)
+        ops.fp8_dgrad(dy, scales(gen, 1), w, scales(gen, groups), splits, out=out, engine=ENGINE)
+    else:
+        dy, x = codes(gen, (rows, n), a_fmt), codes(gen, (rows, k), "e4m3")
+        out, _ = guarded_output((groups, n, k), dtype)
+        ops.fp8_wgrad(columnwise(dy, splits), scales(gen, 1), columnwise(x, splits),
+                      scales(gen, 1), splits, rows, out=out, accumulate=False, engine=ENGINE)
+    return out
+
+
+def test_fp8_kernel_gives_the_same_bits_under_each_l2_promotion(kernel):
+    """'256B' promotion changes how L2 fetches the codes, never what a
+    kernel computes: each FP8 kernel writes the bits it writes under the
+    default, which the tests above check against float64."""
+    outs = {}
+    try:
+        for promotion in ("128B", "256B"):
+            ops.set_l2_promotion("cuda", ENGINE, promotion)
+            outs[promotion] = _fp8_role_output(kernel, CASES[1], torch.Generator().manual_seed(7))
+    finally:
+        ops.set_l2_promotion("cuda", ENGINE, "")
+    assert not torch.isnan(outs["256B"]).any(), f"{kernel} left elements unwritten under 256B"
+    assert torch.equal(outs["128B"], outs["256B"]), f"{kernel}: results differ under 256B"
+
+
+@pytest.mark.parametrize("recipe", ["delayed", "block"])
+def test_training_step_gives_the_same_bits_under_each_l2_promotion(recipe):
+    """A whole FP8 step (casts, forward, dgrad, wgrad; the blockwise kernels
+    included) under '256B' gives the default's output and gradients."""
+    if not _sm90_available():
+        pytest.skip("needs an sm_90 GPU")
+    from grouped_linear import fp8
+    results = {}
+    try:
+        for promotion in ("128B", "256B"):
+            ops.set_l2_promotion("cuda", ENGINE, promotion)
+            torch.manual_seed(3)
+            m = grouped_linear.GroupedLinear(6, 384, 512, bias=False, params_dtype=torch.bfloat16,
+                                             device="cuda")
+            x = torch.randn(2000, 384, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+            r = fp8.DelayedScaling() if recipe == "delayed" else fp8.Float8BlockScaling()
+            with grouped_linear.autocast(recipe=r):
+                y = m(x, [700, 0, 301, 555, 44, 400])
+            y.float().square().sum().backward()
+            results[promotion] = (y, x.grad, m.weight.grad)
+    finally:
+        ops.set_l2_promotion("cuda", ENGINE, "")
+    for name, a, b in zip(("out", "grad_input", "grad_weight"), results["128B"], results["256B"]):
+        assert torch.equal(a, b), f"{recipe}: {name} differs under 256B"
+
+
 # ---- which kernels a layer's step runs, by its dtype --------------------------
 
 _STEP_SCRIPT = textwrap.dedent("""

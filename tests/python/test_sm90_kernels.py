@@ -137,6 +137,65 @@ def test_tile_orders_are_checked():
         ops.set_tile_order("cuda", ENGINE, "")
 
 
+def test_l2_promotions_are_checked():
+    """Only engines whose kernels load through tensor maps take an L2
+    promotion; the sm90 engine takes '128B' and '256B' and refuses others,
+    keeping the one it had."""
+    with pytest.raises(ValueError, match="L2 promotion: got '256B'.*loads no operands through"):
+        ops.set_l2_promotion("cpu", "cpu_reference", "256B")
+    ops.set_l2_promotion("cpu", "cpu_reference", "")  # clearing is always allowed
+    if not _kernels():
+        pytest.skip(f"grouped_linear was built without the {ENGINE} engine")
+    try:
+        for promotion in ("128B", "256B", ""):
+            ops.set_l2_promotion("cuda", ENGINE, promotion)
+        with pytest.raises(ValueError, match="L2 promotion: got '512B', expected '' "):
+            ops.set_l2_promotion("cuda", ENGINE, "512B")
+    finally:
+        ops.set_l2_promotion("cuda", ENGINE, "")
+
+
+def _run_role(kernel, case, gen):
+    """One call of the kernel's role on fresh random operands; its output."""
+    role = kernel.split("_")[0]
+    dtype = DTYPES[kernel.split("_")[1]]
+    groups, rows, k, n = case
+    splits = make_splits(gen, rows, groups, "random_with_zeros")
+    x = randn(gen, rows, k, dtype=dtype, device="cuda")
+    w = randn(gen, groups, n, k, dtype=dtype, device="cuda", scale=k ** -0.5)
+    dy = randn(gen, rows, n, dtype=dtype, device="cuda")
+    if role == "forward":
+        out = _nan((rows, n), dtype)
+        ops.forward(x, w, randn(gen, groups, n, dtype=dtype, device="cuda"), splits, out=out,
+                    engine=ENGINE)
+    elif role == "dgrad":
+        out = _nan((rows, k), dtype)
+        ops.dgrad(dy, w, splits, out=out, engine=ENGINE)
+    elif "to_fp32" in kernel:
+        out = randn(gen, groups, n, k, device="cuda")
+        ops.wgrad(dy, x, splits, grad_weight=out, accumulate=True, engine=ENGINE)
+    else:
+        out = _nan((groups, n, k), dtype)
+        ops.wgrad(dy, x, splits, grad_weight=out, engine=ENGINE)
+    return out
+
+
+@pytest.mark.parametrize("case", CASES[1:], ids=[f"G{g}-T{t}-K{k}-N{n}" for g, t, k, n in CASES[1:]])
+def test_kernel_gives_the_same_bits_under_each_l2_promotion(kernel, case):
+    """The L2 promotion changes how L2 fetches the operands, never what a
+    kernel computes: under '256B' each kernel writes the bits it writes
+    under the default (which the test above checks against float64)."""
+    outs = {}
+    try:
+        for promotion in ("128B", "256B"):
+            ops.set_l2_promotion("cuda", ENGINE, promotion)
+            outs[promotion] = _run_role(kernel, case, torch.Generator().manual_seed(7))
+    finally:
+        ops.set_l2_promotion("cuda", ENGINE, "")
+    assert not torch.isnan(outs["256B"]).any(), f"{kernel} left elements unwritten under 256B"
+    assert torch.equal(outs["128B"], outs["256B"]), f"{kernel}: results differ under 256B"
+
+
 # Few output tiles over long reductions: the engine splits each group's rows
 # into pieces (sm90/split_reduction.h: here 4, 2 and 2 pieces), a float32
 # wgrad kernel writes each piece's gradient and one pass sums them into the

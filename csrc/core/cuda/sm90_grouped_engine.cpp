@@ -9,6 +9,7 @@
 #include "core/cuda/device_info.h"
 #include "core/cuda/group_kernels.h"
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
+#include "core/cuda/sm90/l2_promotion.h"
 #include "core/cuda/sm90/split_reduction.h"
 #include "core/cuda/sum_partials.h"
 #include "core/fp8/fp8_gemm.h"
@@ -103,6 +104,7 @@ GroupedLaunch make_launch(Role role, const GroupSizes& splits, int64_t rows, int
 
 void run(const KernelEntry& kernel, GroupedLaunch launch, const ExecContext& ctx) {
   launch.raster_along_n = sm90::raster_along_n(kernel, launch);
+  launch.l2_promotion_bytes = sm90::l2_promotion_bytes();
   LaunchWorkspace workspace(ctx, kernel.workspace_size(launch));
   kernel.run(launch, workspace.get());
 }
@@ -210,6 +212,9 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
 
   void set_kernel_override(const std::string& name) override { sm90::set_kernel_override(name); }
   void set_tile_order(const std::string& order) override { sm90::set_tile_order(order); }
+  void set_l2_promotion(const std::string& promotion) override {
+    sm90::set_l2_promotion(promotion);
+  }
 
   // FP8: one launch per role, as for 16-bit inputs; the per-group factor
   // a_scale_inv * b_scale_inv is formed by the kernel's setup, or, with

@@ -20,6 +20,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
+#include "core/cuda/sm90/l2_promotion.h"
 #include "core/fp8/fp8_tensor.h"
 
 namespace grouped_linear::cuda::sm90 {
@@ -630,6 +631,7 @@ struct GroupedGemmRunner {
     int device = -1, num_groups = 0, sm_count = 0;
     float beta = 0.f;
     bool bias = false, raster_along_n = false;
+    int l2_promotion_bytes = 128;
     const void* workspace = nullptr;
     // Where CUTLASS's own workspace starts, after the argument arrays (its
     // offset follows the group count today; compared anyway, so that a
@@ -638,13 +640,20 @@ struct GroupedGemmRunner {
     Params params;
   };
 
+  // The tensor map inside a CUTLASS TMA copy of our own (cached) Params.
+  template <class TmaCopy>
+  static void* operand_map(const TmaCopy& copy) {
+    return const_cast<void*>(static_cast<const void*>(copy.get_tma_descriptor()));
+  }
+
   static const Params& params_for(const GroupedLaunch& l, const typename GG::Arrays& arrays,
                                   const void* workspace) {
     thread_local ParamsCache cache;
     if (cache.valid && cache.device == l.device && cache.workspace == workspace &&
         cache.cutlass_workspace == arrays.cutlass_workspace && cache.num_groups == l.num_groups &&
         cache.beta == l.beta && cache.bias == (l.bias != nullptr) && cache.sm_count == l.sm_count &&
-        cache.raster_along_n == l.raster_along_n)
+        cache.raster_along_n == l.raster_along_n &&
+        cache.l2_promotion_bytes == l.l2_promotion_bytes)
       return cache.params;
     const auto args = arguments(l, arrays);
     GL_CHECK(Kernel::can_implement(args), "CUTLASS grouped GEMM cannot run these arguments (",
@@ -659,6 +668,15 @@ struct GroupedGemmRunner {
     // call yet (autograd's backward worker, a user thread) does not have.
     GL_CUDA_CHECK(cudaSetDevice(l.device));
     cache.params = Kernel::to_underlying_arguments(args, arrays.cutlass_workspace);
+    // CUTLASS encodes its maps with 128-byte promotion. Each CTA copies the
+    // mainloop's two maps from these Params before it edits their address
+    // and shape per group, so a promotion set here holds for every group.
+    if (l.l2_promotion_bytes != 128) {
+      set_tensor_map_l2_promotion(operand_map(cache.params.mainloop.tma_load_a),
+                                  l.l2_promotion_bytes);
+      set_tensor_map_l2_promotion(operand_map(cache.params.mainloop.tma_load_b),
+                                  l.l2_promotion_bytes);
+    }
     cache.device = l.device;
     cache.workspace = workspace;
     cache.cutlass_workspace = arrays.cutlass_workspace;
@@ -667,6 +685,7 @@ struct GroupedGemmRunner {
     cache.bias = l.bias != nullptr;
     cache.sm_count = l.sm_count;
     cache.raster_along_n = l.raster_along_n;
+    cache.l2_promotion_bytes = l.l2_promotion_bytes;
     cache.valid = true;
     return cache.params;
   }

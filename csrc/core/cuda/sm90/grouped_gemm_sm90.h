@@ -70,6 +70,8 @@ struct GroupedLaunch {
 
   // The order of each group's output tiles among the CTAs (raster_along_n).
   bool raster_along_n = false;
+  // The L2 promotion of the mainloop's operand maps, in bytes (l2_promotion.h).
+  int l2_promotion_bytes = 128;
 };
 
 // Where a block-scaled kernel reads group g's scales (core/fp8/fp8_tensor.h),
