@@ -500,6 +500,36 @@ TEST_F(Fp8OpsCuda, ForwardOperandsMatchCpu) {
       }
 }
 
+// Current scaling with the amax pass inside the cast's cooperative launch:
+// a one-tile operand gets a one-CTA grid that takes all 16 of its amax chunks
+// in turn, sharing one shared-memory scratch. Repeated on fresh inputs (the
+// largest |x| lands in a different chunk each time), since a missing barrier
+// between chunks shows only when a warp of the next chunk overwrites the
+// scratch before the previous chunk's sum has read it.
+TEST_F(Fp8OpsCuda, CurrentScalingWhenOneCtaTakesEveryAmaxChunk) {
+  const KindVariant current{RecipeKind::kCurrent, Format::kE4M3, false, 0};
+  for (int repeat = 0; repeat < 48; ++repeat) {
+    ActivationCase a =
+        activation({"OneTile", 128, 128, 2, 0}, DType::kBFloat16, current, SplitsAt::kHost);
+    a.columnwise = repeat % 2 == 0;
+    a.with_dbias = false;
+    a.make(rng_, Split::kRandomWithEmpty, /*specials=*/false);
+    run_activation(a);
+    if (HasFatalFailure()) return;
+    WeightCase w;
+    w.spec = {"OneTile", 1, 128, 128, 0};
+    w.dtype = DType::kBFloat16;
+    apply_variant(w, current);
+    w.make(rng_, /*specials=*/false);
+    ActivationCase x =
+        activation({"OneTile", 128, 128, 1, 0}, DType::kBFloat16, current, SplitsAt::kDeviceInt32);
+    x.with_dbias = false;
+    x.make(rng_, Split::kAllInOne, /*specials=*/false);
+    run_forward_operands(x, w);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // Histories of several sets (formats differ) on both sides.
 struct HistorySets {
   std::vector<std::vector<float>> history, scale, scale_inv;

@@ -79,6 +79,9 @@ __device__ void amax_chunk(const AmaxPass& a, int64_t g, int64_t chunk) {
     for (int w = 0; w < kWarps; ++w) total = merge_amax(total, scratch[w]);
     a.partial[g * a.chunks + chunk] = total;
   }
+  // A CTA of a cooperative grid may take several chunks in turn: the next
+  // one's warps must not overwrite `scratch` before thread 0 has read it.
+  __syncthreads();
 }
 
 // CTAs [0, first.ctas()) take `first`'s chunks, the rest `second`'s (which
