@@ -64,6 +64,12 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder(std::string* why) {
     *why = "the driver has no cuTensorMapEncodeTiled";
     return nullptr;
   }
+  // Encoding needs a current context; the runtime's first call makes one.
+  if (cudaFree(nullptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    *why = "no usable CUDA device";
+    return nullptr;
+  }
   return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
 }
 

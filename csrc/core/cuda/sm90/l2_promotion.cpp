@@ -87,6 +87,10 @@ struct PromotionField {
 };
 
 PromotionField calibrate() {
+  // The driver's encoder needs a current context (CUresult 201, invalid
+  // context, without one, as in a program that has made no CUDA call yet);
+  // a runtime call makes the current device's primary context current.
+  GL_CUDA_CHECK(cudaFree(nullptr));
   const auto encode = tensor_map_encoder();
   std::array<std::array<MapBytes, kPromotions>, 2> maps;
   for (int v = 0; v < 2; ++v)
