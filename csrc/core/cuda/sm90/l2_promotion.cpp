@@ -55,23 +55,34 @@ MapBytes encode_reference(PFN_cuTensorMapEncodeTiled_v12000 encode, int variant,
                           CUtensorMapL2promotion promotion) {
   void* const address = reinterpret_cast<void*>(uintptr_t{1} << 20);
   CUtensorMap map{};
-  CUresult status;
-  if (variant == 0) {
-    const cuuint64_t dims[2] = {4096, 1024};
-    const cuuint64_t strides[1] = {4096};
-    const cuuint32_t box[2] = {128, 64};
-    const cuuint32_t element_strides[2] = {1, 1};
-    status = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, address, dims, strides, box,
+  const auto encode_map = [&]() -> CUresult {
+    if (variant == 0) {
+      const cuuint64_t dims[2] = {4096, 1024};
+      const cuuint64_t strides[1] = {4096};
+      const cuuint32_t box[2] = {128, 64};
+      const cuuint32_t element_strides[2] = {1, 1};
+      return encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, address, dims, strides, box,
                     element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                     promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  } else {
-    const cuuint64_t dims[3] = {512, 300, 7};
-    const cuuint64_t strides[2] = {1024, 1024 * 300};
-    const cuuint32_t box[3] = {32, 16, 1};
-    const cuuint32_t element_strides[3] = {1, 1, 1};
-    status = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, address, dims, strides, box,
+    } else {
+      const cuuint64_t dims[3] = {512, 300, 7};
+      const cuuint64_t strides[2] = {1024, 1024 * 300};
+      const cuuint32_t box[3] = {32, 16, 1};
+      const cuuint32_t element_strides[3] = {1, 1, 1};
+      return encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, address, dims, strides, box,
                     element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                     promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    }
+  };
+  // The encoder needs a current context, which a program that has made no
+  // CUDA call yet lacks (CUresult 201): a runtime call then makes the
+  // device's primary context current. Only on that error, so that a first
+  // call inside a CUDA graph's capture (which has a context) makes no call
+  // the capture forbids.
+  CUresult status = encode_map();
+  if (status == CUDA_ERROR_INVALID_CONTEXT) {
+    GL_CUDA_CHECK(cudaFree(nullptr));
+    status = encode_map();
   }
   GL_CHECK(status == CUDA_SUCCESS,
            "L2 promotion: encoding a reference tensor map failed (CUresult ",
@@ -87,10 +98,6 @@ struct PromotionField {
 };
 
 PromotionField calibrate() {
-  // The driver's encoder needs a current context (CUresult 201, invalid
-  // context, without one, as in a program that has made no CUDA call yet);
-  // a runtime call makes the current device's primary context current.
-  GL_CUDA_CHECK(cudaFree(nullptr));
   const auto encode = tensor_map_encoder();
   std::array<std::array<MapBytes, kPromotions>, 2> maps;
   for (int v = 0; v < 2; ++v)
