@@ -6,6 +6,7 @@ Tolerances: see fp8_testutil (same dequantized values: conftest.TOLERANCE;
 against unquantized values: fp8_bound, from the formats' relative steps)."""
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -763,3 +764,35 @@ def test_current_scaling_forward_launches_as_many_kernels_as_delayed(cuda_device
     assert not any("amax_kernel" in n for n in current_names), current_names
     assert len(current_names) == len(delayed_names), (current_names, delayed_names)
     assert len(current_names) == (2 if weight_dtype == torch.bfloat16 else 3), current_names
+
+
+_NO_COOPERATIVE_SCRIPT = textwrap.dedent("""
+    import json, torch, grouped_linear as gl
+    from torch.profiler import ProfilerActivity, profile
+    m = gl.GroupedLinear(8, 256, 256, bias=False, params_dtype=torch.bfloat16, device="cuda")
+    x = torch.randn(8 * 16, 256, dtype=torch.bfloat16, device="cuda")
+    with torch.no_grad(), gl.autocast(recipe=gl.fp8.Float8CurrentScaling()):
+        reference = m(x, [16] * 8)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            out = m(x, [16] * 8)
+            torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    print(json.dumps({"names": names, "same": bool(torch.equal(out, reference))}))
+""")
+
+
+def test_cooperative_casts_can_be_turned_off(cuda_device):
+    """GROUPED_LINEAR_COOPERATIVE_CASTS=0 (read once per process: a
+    subprocess) keeps current scaling's amax pass out of the casts: one amax
+    launch for X and W, then the cast and the GEMM, the same bits each call;
+    the log says which way the casts went."""
+    env = dict(os.environ, GROUPED_LINEAR_COOPERATIVE_CASTS="0", GROUPED_LINEAR_LOG_LEVEL="info")
+    proc = subprocess.run([sys.executable, "-c", _NO_COOPERATIVE_SCRIPT], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["same"]
+    names = result["names"]
+    assert sum("amax_kernel" in n for n in names) == 1, names
+    assert len(names) == 3, names
+    assert "current scaling's amax in a launch before" in proc.stderr, proc.stderr

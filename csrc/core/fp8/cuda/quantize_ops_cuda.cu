@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -385,9 +387,27 @@ void launch_amax(const AmaxPass& first, const AmaxPass& second, cudaStream_t str
   });
 }
 
-// Whether current scaling's amax pass can run inside the cast's launch.
+// Whether the casts may take current scaling's amax pass into a cooperative
+// launch: where the device has them, unless GROUPED_LINEAR_COOPERATIVE_CASTS
+// is 0/off/false/no (read once). A cooperative grid needs all its CTAs
+// resident at once, which a kernel on another stream that holds SMs while it
+// waits for work queued after the cast (a spinning communication kernel)
+// would never allow; the separate amax launch has no such need.
+bool cooperative_casts(const ExecContext& ctx) {
+  static const bool allowed = [] {
+    const char* text = std::getenv("GROUPED_LINEAR_COOPERATIVE_CASTS");
+    if (text == nullptr) return true;
+    const std::string value(text);
+    for (const char* off : {"0", "off", "OFF", "false", "False", "FALSE", "no", "NO"})
+      if (value == off) return false;
+    return true;
+  }();
+  return allowed && cuda::device_info(ctx.device.index).cooperative_launch;
+}
+
+// Whether current scaling's amax pass runs inside the cast's launch.
 bool amax_in_cast(const AmaxPass& amax, const ExecContext& ctx) {
-  return amax.ctas() > 0 && cuda::device_info(ctx.device.index).cooperative_launch;
+  return amax.ctas() > 0 && cooperative_casts(ctx);
 }
 
 // A cooperative launch of `grid` CTAs (at most device_wide_ctas of the
@@ -943,7 +963,7 @@ void quantize_forward_cuda(const ActivationQuantize& x, const WeightQuantize& w,
   // Current scaling without cooperative launches: both amax passes in one
   // launch where the inputs are of one kind (a float32 weight under
   // torch.autocast is not), and the casts after it need none of their own.
-  const bool cooperative = cuda::device_info(ctx.device.index).cooperative_launch;
+  const bool cooperative = cooperative_casts(ctx);
   if (!cooperative &&
       (wl.amax.ctas() == 0 || a.amax.ctas() == 0 || a.amax.dtype == wl.amax.dtype)) {
     launch_amax(a.amax, wl.amax, static_cast<cudaStream_t>(ctx.stream));
@@ -970,7 +990,10 @@ void quantize_forward_cuda(const ActivationQuantize& x, const WeightQuantize& w,
     });
   }
   GL_LOG_INFO("FP8 forward casts: X and W in ", together ? "one launch" : "two launches", " (",
-              a.units_bound, " + ", wl.wanted, " tiles)");
+              a.units_bound, " + ", wl.wanted, " tiles)",
+              x.kind != RecipeKind::kCurrent ? ""
+              : cooperative                  ? "; current scaling's amax inside the casts"
+                                             : "; current scaling's amax in a launch before");
   if (together) return;
   launch_activation(a, ctx);
   launch_weight(wl, ctx);
