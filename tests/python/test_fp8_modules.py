@@ -781,18 +781,26 @@ _NO_COOPERATIVE_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_cooperative_casts_can_be_turned_off(cuda_device):
+@pytest.mark.parametrize("value", ["0", "perhaps"])
+def test_cooperative_casts_can_be_turned_off(cuda_device, value):
     """GROUPED_LINEAR_COOPERATIVE_CASTS=0 (read once per process: a
     subprocess) keeps current scaling's amax pass out of the casts: one amax
     launch for X and W, then the cast and the GEMM, the same bits each call;
-    the log says which way the casts went."""
-    env = dict(os.environ, GROUPED_LINEAR_COOPERATIVE_CASTS="0", GROUPED_LINEAR_LOG_LEVEL="info")
+    the log says which way the casts went. A value that is neither on nor off
+    is named in a warning and leaves them on (cast and GEMM only)."""
+    env = dict(os.environ, GROUPED_LINEAR_COOPERATIVE_CASTS=value, GROUPED_LINEAR_LOG_LEVEL="info")
     proc = subprocess.run([sys.executable, "-c", _NO_COOPERATIVE_SCRIPT], capture_output=True,
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["same"]
     names = result["names"]
-    assert sum("amax_kernel" in n for n in names) == 1, names
-    assert len(names) == 3, names
-    assert "current scaling's amax in a launch before" in proc.stderr, proc.stderr
+    if value == "0":
+        assert sum("amax_kernel" in n for n in names) == 1, names
+        assert len(names) == 3, names
+        assert "current scaling's amax in a launch before" in proc.stderr, proc.stderr
+    else:
+        assert "GROUPED_LINEAR_COOPERATIVE_CASTS='perhaps' is neither on" in proc.stderr
+        assert not any("amax_kernel" in n for n in names), names
+        assert len(names) == 2, names
+        assert "current scaling's amax inside the casts" in proc.stderr, proc.stderr

@@ -400,6 +400,10 @@ bool cooperative_casts(const ExecContext& ctx) {
     const std::string value(text);
     for (const char* off : {"0", "off", "OFF", "false", "False", "FALSE", "no", "NO"})
       if (value == off) return false;
+    for (const char* on : {"", "1", "on", "ON", "true", "True", "TRUE", "yes", "YES"})
+      if (value == on) return true;
+    GL_LOG_WARN("GROUPED_LINEAR_COOPERATIVE_CASTS='", value,
+                "' is neither on (1, on, true, yes) nor off (0, off, false, no); using on");
     return true;
   }();
   return allowed && cuda::device_info(ctx.device.index).cooperative_launch;
@@ -747,21 +751,27 @@ __global__ void __launch_bounds__(kThreads)
   quantize_weight_ctas<K, false>(p, blockIdx.x, gridDim.x);
 }
 
-// A forward's two casts in one grid, for small calls (kForwardTogetherWaves):
-// CTAs [0, activation_ctas) cast X, the others W, each part striding over its
-// own tiles. One launch less, on the host and on the device, which is what
-// such calls cost.
+// A forward's two casts in one grid: CTAs [0, activation_ctas) cast X, the
+// others W, each part striding over its own tiles.
 template <int K, bool kBlockScaled, typename Sizes>
-__global__ void __launch_bounds__(kThreads)
-    quantize_forward_kernel(const __grid_constant__ ActivationParams a,
-                            const __grid_constant__ Sizes sizes,
-                            const __grid_constant__ WeightParams w, int activation_ctas) {
+__device__ void forward_casts_ctas(const ActivationParams& a, const Sizes& sizes,
+                                   const WeightParams& w, int activation_ctas) {
   const int cta = static_cast<int>(blockIdx.x);
   if (cta < activation_ctas)
     quantize_activation_ctas<K, kBlockScaled>(a, sizes, cta, activation_ctas);
   else
     quantize_weight_ctas<K, kBlockScaled>(w, cta - activation_ctas,
                                           static_cast<int>(gridDim.x) - activation_ctas);
+}
+
+// The two casts in one launch, for small calls (kForwardTogetherWaves): one
+// launch less, on the host and on the device, which is what such calls cost.
+template <int K, bool kBlockScaled, typename Sizes>
+__global__ void __launch_bounds__(kThreads)
+    quantize_forward_kernel(const __grid_constant__ ActivationParams a,
+                            const __grid_constant__ Sizes sizes,
+                            const __grid_constant__ WeightParams w, int activation_ctas) {
+  forward_casts_ctas<K, kBlockScaled>(a, sizes, w, activation_ctas);
 }
 
 // quantize_forward_kernel under current scaling, both amax passes first.
@@ -773,12 +783,7 @@ __global__ void __launch_bounds__(kThreads)
                            const __grid_constant__ AmaxPass a_amax,
                            const __grid_constant__ AmaxPass w_amax) {
   amax_then_grid_sync<K>(a_amax, w_amax);
-  const int cta = static_cast<int>(blockIdx.x);
-  if (cta < activation_ctas)
-    quantize_activation_ctas<K, false>(a, sizes, cta, activation_ctas);
-  else
-    quantize_weight_ctas<K, false>(w, cta - activation_ctas,
-                                   static_cast<int>(gridDim.x) - activation_ctas);
+  forward_casts_ctas<K, false>(a, sizes, w, activation_ctas);
 }
 
 // The weight cast, ready to launch (as ActivationLaunch); `empty`: no group,
