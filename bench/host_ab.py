@@ -40,7 +40,8 @@ def child(args) -> int:
     settings = host_overhead.Settings(warmup=20, calls=args.calls, batches=args.batches)
     host_cases = {c.name: c for c in load_cases().host}
     wanted = csv_list(args.impls)
-    out = {"package": os.path.dirname(grouped_linear.__file__), "records": []}
+    out = {"package": os.path.dirname(grouped_linear.__file__),
+           "build_commit": grouped_linear.build_info.get("commit", "unknown"), "records": []}
     for name in csv_list(args.cases, tuple(host_cases), "--cases"):
         case = host_cases[name]
         candidates = [c for c in host_overhead.grouped_candidates(case, device, torch.bfloat16)
@@ -84,9 +85,11 @@ def main(argv=None) -> int:
             raise SystemExit(f"--builds: {label}={directory} holds no grouped_linear package")
     # (case, mode, impl) -> label -> per-round host µs
     figures = {}
+    commits = {}
     for r in range(args.rounds):
         for label, directory in builds:
             result = run_child(directory, args)
+            commits[label] = result.get("build_commit", "unknown")
             for record in result["records"]:
                 for impl, m in record["impls"].items():
                     if "host_us" in m:
@@ -107,8 +110,9 @@ def main(argv=None) -> int:
               (f"   {ratio:.2f}" if ratio is not None else ""))
     if args.out:
         from .report import write_diagnostic
-        write_diagnostic(args.out, rows, builds=dict(builds), rounds=args.rounds,
-                         batches=args.batches, calls=args.calls)
+        # The parent imports neither build: each child named its own commit.
+        write_diagnostic(args.out, rows, package_build_commit=commits, builds=dict(builds),
+                         rounds=args.rounds, batches=args.batches, calls=args.calls)
     return 0
 
 

@@ -54,13 +54,16 @@ def write_json(result: dict, path: Path) -> None:
 
 def write_diagnostic(path: str, records: list, **fields) -> None:
     """A diagnostic's JSON (bench.tune_sm90, store_probe, step_profile): the
-    GPU, torch, the package's build commit, its own fields, then its records."""
+    GPU, torch, the package's build commit (unless the fields name it: a
+    diagnostic of several builds), its own fields, then its records."""
     import torch
 
-    import grouped_linear
-    write_json({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                "package_build_commit": grouped_linear.build_info.get("commit", "unknown"),
-                **fields, "records": records}, Path(path))
+    if "package_build_commit" not in fields:
+        import grouped_linear
+        fields = {"package_build_commit": grouped_linear.build_info.get("commit", "unknown"),
+                  **fields}
+    write_json({"device": torch.cuda.get_device_name(), "torch": torch.__version__, **fields,
+                "records": records}, Path(path))
 
 
 def fmt(value: Optional[float]) -> str:

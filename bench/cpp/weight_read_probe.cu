@@ -3,6 +3,7 @@
 //
 //   weight_read_probe [--reps N] [--stages S] [--pace-cycles C]
 //                     [--engine cp_async|tma] [--l2-promotion 0|64|128|256]
+//                     [--readers 1|2]
 //
 // At 32-128 experts the FP8 forward streams every expert's weight from
 // memory once and reaches 69-76% of an H100's peak DRAM bandwidth
@@ -24,6 +25,9 @@
 // TMA box copies from one thread completing on mbarriers (the forward's
 // mechanism). The cases are the benchmark's 32-128 expert shapes, forward
 // ([G, N, K]) and dgrad (the column-wise [G, K, N]).
+// --readers 1 gives each tile of "boxes" and "tiled" one CTA instead of two:
+// twice the distinct weight bytes in flight for the same stages, as a
+// kernel whose neighbouring CTAs read different weight tiles would have.
 // --pace-cycles makes each CTA wait that many cycles per k-block before
 // issuing the next, as MMAs would (0: as fast as memory allows).
 // --l2-promotion sets the TMA maps' L2 promotion in bytes (how much L2
@@ -357,7 +361,7 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 20, stages = 4;
+  int reps = 20, stages = 4, readers = 2;
   int64_t pace = 0;
   bool use_cp_async = true, use_tma = true;
   for (int i = 1; i < argc; ++i) {
@@ -372,6 +376,8 @@ int main(int argc, char** argv) {
       reps = static_cast<int>(value("--reps"));
     } else if (!std::strcmp(argv[i], "--stages")) {
       stages = static_cast<int>(value("--stages"));
+    } else if (!std::strcmp(argv[i], "--readers")) {
+      readers = static_cast<int>(value("--readers"));
     } else if (!std::strcmp(argv[i], "--pace-cycles")) {
       pace = value("--pace-cycles");
     } else if (!std::strcmp(argv[i], "--engine") && i + 1 < argc &&
@@ -389,15 +395,18 @@ int main(int argc, char** argv) {
                     : bytes == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
                                    : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
     } else {
-      std::fprintf(stderr,
-                   "weight_read_probe: unknown argument '%s'; expected --reps N, --stages S "
-                   "(2-%d), --pace-cycles C, --engine cp_async|tma, --l2-promotion B\n",
-                   argv[i], kMaxStages);
+      std::fprintf(
+          stderr,
+          "weight_read_probe: unknown argument '%s'; expected --reps N, --stages S "
+          "(2-%d), --readers 1|2, --pace-cycles C, --engine cp_async|tma, --l2-promotion B\n",
+          argv[i], kMaxStages);
       return 2;
     }
   }
-  if (reps < 1 || stages < 2 || stages > kMaxStages || pace < 0) {
-    std::fprintf(stderr, "weight_read_probe: expected --reps >= 1, --stages 2-%d, --pace >= 0\n",
+  if (reps < 1 || stages < 2 || stages > kMaxStages || pace < 0 || readers < 1 || readers > 2) {
+    std::fprintf(stderr,
+                 "weight_read_probe: expected --reps >= 1, --stages 2-%d, --readers 1 or 2, "
+                 "--pace >= 0\n",
                  kMaxStages);
     return 2;
   }
@@ -411,8 +420,10 @@ int main(int argc, char** argv) {
   const double peak_gbs = 2.0 * mem_khz * 1e3 * (bus_bits / 8) / 1e9;
   std::printf("device %s, %d SMs, peak DRAM %.0f GB/s (from its clock and bus width)\n", prop.name,
               sms, peak_gbs);
-  std::printf("stages %d (32 KB each), pace %lld cycles per k-block, median of %d runs\n", stages,
-              static_cast<long long>(pace), reps);
+  std::printf(
+      "stages %d (32 KB each), %d CTA(s) a tile, pace %lld cycles per k-block, median of %d "
+      "runs\n",
+      stages, readers, static_cast<long long>(pace), reps);
   std::printf("TMA maps' L2 promotion: %s\n",
               g_promotion == CU_TENSOR_MAP_L2_PROMOTION_NONE      ? "none"
               : g_promotion == CU_TENSOR_MAP_L2_PROMOTION_L2_64B  ? "64 B"
@@ -442,7 +453,7 @@ int main(int argc, char** argv) {
                 engine == Engine::kTma ? "TMA (2-D bulk tensor copies)" : "cp.async (16 B)", "case",
                 "MB", "boxes", "tiled", "linear");
     for (const Case& c : cases) {
-      Problem p{weights, c.groups, c.n, c.k, c.groups * (c.n / kBoxRows), 2, stages, pace};
+      Problem p{weights, c.groups, c.n, c.k, c.groups * (c.n / kBoxRows), readers, stages, pace};
       const double bytes = static_cast<double>(c.groups * c.n * c.k);
       const int64_t kblocks = c.k / kBoxBytes;
       const float boxes = time_walk(engine, p, Walk::kBoxes, kblocks, sms, reps, sink);
