@@ -3,7 +3,7 @@
 //
 //   weight_read_probe [--reps N] [--stages S] [--pace-cycles C]
 //                     [--engine cp_async|tma] [--l2-promotion 0|64|128|256]
-//                     [--readers 1|2]
+//                     [--readers 1|2] [--lag L]
 //
 // At 32-128 experts the FP8 forward streams every expert's weight from
 // memory once and reaches 69-76% of an H100's peak DRAM bandwidth
@@ -28,6 +28,11 @@
 // --readers 1 gives each tile of "boxes" and "tiled" one CTA instead of two:
 // twice the distinct weight bytes in flight for the same stages, as a
 // kernel whose neighbouring CTAs read different weight tiles would have.
+// --lag L (with two readers) starts the second CTA of a tile L k-blocks
+// further along the tile and wraps around, so the two never ask for the
+// same box at once: the first reads from L2 what the second fetched L
+// steps before. If that reaches one reader's bandwidth, what two readers
+// lose is asking for the same box at the same time, not sharing it.
 // --pace-cycles makes each CTA wait that many cycles per k-block before
 // issuing the next, as MMAs would (0: as fast as memory allows).
 // --l2-promotion sets the TMA maps' L2 promotion in bytes (how much L2
@@ -70,6 +75,7 @@ struct Problem {
   int64_t groups, n, k;  // k in bytes
   int64_t tiles;         // work items: (group, N slice), each taken by `readers` CTAs
   int readers;
+  int64_t lag;  // k-blocks the second reader of a tile runs ahead (wrapping)
   int stages;
   int64_t pace_cycles;
 };
@@ -121,7 +127,7 @@ __device__ __forceinline__ bool step_of(const Problem& p, Walk walk, int64_t kbl
   const int64_t item = blockIdx.x + (step / kblocks) * gridDim.x;
   if (item >= p.tiles * p.readers) return false;
   const int64_t tile = item / p.readers, slices = p.n / kBoxRows;
-  out.kb = step % kblocks;
+  out.kb = (step % kblocks + (item % p.readers) * p.lag) % kblocks;
   out.group = walk == Walk::kLinear ? tile : tile / slices;
   out.slice = walk == Walk::kLinear ? 0 : tile % slices;
   return true;
@@ -362,7 +368,7 @@ struct Case {
 
 int main(int argc, char** argv) {
   int reps = 20, stages = 4, readers = 2;
-  int64_t pace = 0;
+  int64_t pace = 0, lag = 0;
   bool use_cp_async = true, use_tma = true;
   for (int i = 1; i < argc; ++i) {
     auto value = [&](const char* flag) {
@@ -376,6 +382,8 @@ int main(int argc, char** argv) {
       reps = static_cast<int>(value("--reps"));
     } else if (!std::strcmp(argv[i], "--stages")) {
       stages = static_cast<int>(value("--stages"));
+    } else if (!std::strcmp(argv[i], "--lag")) {
+      lag = value("--lag");
     } else if (!std::strcmp(argv[i], "--readers")) {
       readers = static_cast<int>(value("--readers"));
     } else if (!std::strcmp(argv[i], "--pace-cycles")) {
@@ -395,19 +403,21 @@ int main(int argc, char** argv) {
                     : bytes == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
                                    : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
     } else {
-      std::fprintf(
-          stderr,
-          "weight_read_probe: unknown argument '%s'; expected --reps N, --stages S "
-          "(2-%d), --readers 1|2, --pace-cycles C, --engine cp_async|tma, --l2-promotion B\n",
-          argv[i], kMaxStages);
+      std::fprintf(stderr,
+                   "weight_read_probe: unknown argument '%s'; expected --reps N, --stages S "
+                   "(2-%d), --readers 1|2, --lag L, --pace-cycles C, --engine cp_async|tma, "
+                   "--l2-promotion B\n",
+                   argv[i], kMaxStages);
       return 2;
     }
   }
-  if (reps < 1 || stages < 2 || stages > kMaxStages || pace < 0 || readers < 1 || readers > 2) {
-    std::fprintf(stderr,
-                 "weight_read_probe: expected --reps >= 1, --stages 2-%d, --readers 1 or 2, "
-                 "--pace >= 0\n",
-                 kMaxStages);
+  if (reps < 1 || stages < 2 || stages > kMaxStages || pace < 0 || readers < 1 || readers > 2 ||
+      lag < 0) {
+    std::fprintf(
+        stderr,
+        "weight_read_probe: expected --reps >= 1, --stages 2-%d, --readers 1 or 2, --lag >= 0, "
+        "--pace >= 0\n",
+        kMaxStages);
     return 2;
   }
   int device = 0, sms = 0, bus_bits = 0, mem_khz = 0;
@@ -421,9 +431,10 @@ int main(int argc, char** argv) {
   std::printf("device %s, %d SMs, peak DRAM %.0f GB/s (from its clock and bus width)\n", prop.name,
               sms, peak_gbs);
   std::printf(
-      "stages %d (32 KB each), %d CTA(s) a tile, pace %lld cycles per k-block, median of %d "
-      "runs\n",
-      stages, readers, static_cast<long long>(pace), reps);
+      "stages %d (32 KB each), %d CTA(s) a tile (the second %lld k-blocks ahead), pace %lld "
+      "cycles per k-block, median of %d runs\n",
+      stages, readers, static_cast<long long>(readers > 1 ? lag : 0), static_cast<long long>(pace),
+      reps);
   std::printf("TMA maps' L2 promotion: %s\n",
               g_promotion == CU_TENSOR_MAP_L2_PROMOTION_NONE      ? "none"
               : g_promotion == CU_TENSOR_MAP_L2_PROMOTION_L2_64B  ? "64 B"
@@ -453,7 +464,8 @@ int main(int argc, char** argv) {
                 engine == Engine::kTma ? "TMA (2-D bulk tensor copies)" : "cp.async (16 B)", "case",
                 "MB", "boxes", "tiled", "linear");
     for (const Case& c : cases) {
-      Problem p{weights, c.groups, c.n, c.k, c.groups * (c.n / kBoxRows), readers, stages, pace};
+      Problem p{weights, c.groups, c.n,    c.k, c.groups * (c.n / kBoxRows),
+                readers, lag,      stages, pace};
       const double bytes = static_cast<double>(c.groups * c.n * c.k);
       const int64_t kblocks = c.k / kBoxBytes;
       const float boxes = time_walk(engine, p, Walk::kBoxes, kblocks, sms, reps, sink);
