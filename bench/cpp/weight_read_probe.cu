@@ -464,8 +464,8 @@ int main(int argc, char** argv) {
                 engine == Engine::kTma ? "TMA (2-D bulk tensor copies)" : "cp.async (16 B)", "case",
                 "MB", "boxes", "tiled", "linear");
     for (const Case& c : cases) {
-      Problem p{weights, c.groups, c.n,    c.k, c.groups * (c.n / kBoxRows),
-                readers, lag,      stages, pace};
+      const int64_t tiles = c.groups * (c.n / kBoxRows);
+      Problem p{weights, c.groups, c.n, c.k, tiles, readers, lag, stages, pace};
       const double bytes = static_cast<double>(c.groups * c.n * c.k);
       const int64_t kblocks = c.k / kBoxBytes;
       const float boxes = time_walk(engine, p, Walk::kBoxes, kblocks, sms, reps, sink);
