@@ -3,7 +3,7 @@
 //
 //   weight_read_probe [--reps N] [--stages S] [--pace-cycles C]
 //                     [--engine cp_async|tma] [--l2-promotion 0|64|128|256]
-//                     [--readers 1|2] [--lag L]
+//                     [--readers 1|2] [--lag L] [--prefetch P]
 //
 // At 32-128 experts the FP8 forward streams every expert's weight from
 // memory once and reaches 69-76% of an H100's peak DRAM bandwidth
@@ -33,6 +33,9 @@
 // same box at once: the first reads from L2 what the second fetched L
 // steps before. If that reaches one reader's bandwidth, what two readers
 // lose is asking for the same box at the same time, not sharing it.
+// --prefetch P (TMA only) has the issuing thread also ask L2 for the box P
+// steps past each one it loads (cp.async.bulk.prefetch.tensor): more
+// distinct bytes in flight than the stages hold, without shared memory.
 // --pace-cycles makes each CTA wait that many cycles per k-block before
 // issuing the next, as MMAs would (0: as fast as memory allows).
 // --l2-promotion sets the TMA maps' L2 promotion in bytes (how much L2
@@ -77,6 +80,7 @@ struct Problem {
   int readers;
   int64_t lag;  // k-blocks the second reader of a tile runs ahead (wrapping)
   int stages;
+  int64_t prefetch;  // TMA: steps past each loaded box whose box is prefetched into L2 (0: none)
   int64_t pace_cycles;
 };
 
@@ -219,6 +223,12 @@ __device__ __forceinline__ void tma_load_box(uint32_t dst, const CUtensorMap* ma
       : "memory");
 }
 
+__device__ __forceinline__ void tma_prefetch_box(const CUtensorMap* map, int x, int y) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global [%0, {%1, %2}];\n" ::"l"(map), "r"(x),
+               "r"(y)
+               : "memory");
+}
+
 // The TMA coordinates (x: byte along the row, y: row) of a step's box.
 __device__ __forceinline__ void box_coordinates(const Problem& p, Walk walk, int64_t kblocks,
                                                 const Step& at, int& x, int& y) {
@@ -244,6 +254,10 @@ __device__ __forceinline__ void tma_issue(const Problem& p, Walk walk, int64_t k
   box_coordinates(p, walk, kblocks, at, x, y);
   mbarrier_expect(bars + stage * 8, kBox);
   tma_load_box(smem_base + stage * kBox, map, x, y, bars + stage * 8);
+  if (p.prefetch > 0 && step_of(p, walk, kblocks, step + p.prefetch, at)) {
+    box_coordinates(p, walk, kblocks, at, x, y);
+    tma_prefetch_box(map, x, y);
+  }
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
@@ -368,7 +382,7 @@ struct Case {
 
 int main(int argc, char** argv) {
   int reps = 20, stages = 4, readers = 2;
-  int64_t pace = 0, lag = 0;
+  int64_t pace = 0, lag = 0, prefetch = 0;
   bool use_cp_async = true, use_tma = true;
   for (int i = 1; i < argc; ++i) {
     auto value = [&](const char* flag) {
@@ -384,6 +398,8 @@ int main(int argc, char** argv) {
       stages = static_cast<int>(value("--stages"));
     } else if (!std::strcmp(argv[i], "--lag")) {
       lag = value("--lag");
+    } else if (!std::strcmp(argv[i], "--prefetch")) {
+      prefetch = value("--prefetch");
     } else if (!std::strcmp(argv[i], "--readers")) {
       readers = static_cast<int>(value("--readers"));
     } else if (!std::strcmp(argv[i], "--pace-cycles")) {
@@ -403,20 +419,21 @@ int main(int argc, char** argv) {
                     : bytes == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
                                    : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
     } else {
-      std::fprintf(stderr,
-                   "weight_read_probe: unknown argument '%s'; expected --reps N, --stages S "
-                   "(2-%d), --readers 1|2, --lag L, --pace-cycles C, --engine cp_async|tma, "
-                   "--l2-promotion B\n",
-                   argv[i], kMaxStages);
+      std::fprintf(
+          stderr,
+          "weight_read_probe: unknown argument '%s'; expected --reps N, --stages S "
+          "(2-%d), --readers 1|2, --lag L, --prefetch P, --pace-cycles C, --engine cp_async|tma, "
+          "--l2-promotion B\n",
+          argv[i], kMaxStages);
       return 2;
     }
   }
   if (reps < 1 || stages < 2 || stages > kMaxStages || pace < 0 || readers < 1 || readers > 2 ||
-      lag < 0) {
+      lag < 0 || prefetch < 0) {
     std::fprintf(
         stderr,
         "weight_read_probe: expected --reps >= 1, --stages 2-%d, --readers 1 or 2, --lag >= 0, "
-        "--pace >= 0\n",
+        "--prefetch >= 0, --pace >= 0\n",
         kMaxStages);
     return 2;
   }
@@ -431,10 +448,10 @@ int main(int argc, char** argv) {
   std::printf("device %s, %d SMs, peak DRAM %.0f GB/s (from its clock and bus width)\n", prop.name,
               sms, peak_gbs);
   std::printf(
-      "stages %d (32 KB each), %d CTA(s) a tile (the second %lld k-blocks ahead), pace %lld "
-      "cycles per k-block, median of %d runs\n",
-      stages, readers, static_cast<long long>(readers > 1 ? lag : 0), static_cast<long long>(pace),
-      reps);
+      "stages %d (32 KB each), %d CTA(s) a tile (the second %lld k-blocks ahead), TMA L2 "
+      "prefetch %lld boxes ahead, pace %lld cycles per k-block, median of %d runs\n",
+      stages, readers, static_cast<long long>(readers > 1 ? lag : 0),
+      static_cast<long long>(prefetch), static_cast<long long>(pace), reps);
   std::printf("TMA maps' L2 promotion: %s\n",
               g_promotion == CU_TENSOR_MAP_L2_PROMOTION_NONE      ? "none"
               : g_promotion == CU_TENSOR_MAP_L2_PROMOTION_L2_64B  ? "64 B"
@@ -465,7 +482,7 @@ int main(int argc, char** argv) {
                 "MB", "boxes", "tiled", "linear");
     for (const Case& c : cases) {
       const int64_t tiles = c.groups * (c.n / kBoxRows);
-      Problem p{weights, c.groups, c.n, c.k, tiles, readers, lag, stages, pace};
+      Problem p{weights, c.groups, c.n, c.k, tiles, readers, lag, stages, prefetch, pace};
       const double bytes = static_cast<double>(c.groups * c.n * c.k);
       const int64_t kblocks = c.k / kBoxBytes;
       const float boxes = time_walk(engine, p, Walk::kBoxes, kblocks, sms, reps, sink);
