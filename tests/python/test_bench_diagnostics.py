@@ -1,7 +1,7 @@
 """The benchmark's FP8 end-to-end steps and its diagnostics' arguments, on
 the CPU: every step of bench.fp8_module runs and is timed, and
-bench.step_profile / bench.store_probe / bench.host_profile / bench.tune_sm90
-refuse unknown names (bench.host_pieces and bench.update_probe bad counts),
+bench.step_profile / bench.store_probe / bench.host_profile /
+bench.kernel_timeline / bench.tune_sm90 refuse unknown names (bench.host_pieces and bench.update_probe bad counts),
 and bench.host_ab malformed builds, before they look for a GPU;
 bench.tune_sm90 records each kernel under each tile order asked for;
 bench.update_probe times one delayed-scaling update a step (GPU)."""
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from bench import (fp8_module, host_ab, host_pieces, host_profile,  # noqa: E402
-                   step_profile, store_probe, tune_sm90, update_probe)
+                   kernel_timeline, step_profile, store_probe, tune_sm90, update_probe)
 from bench.cases import ThroughputCase, make_splits  # noqa: E402
 from bench.timing import HostTimer  # noqa: E402
 
@@ -46,8 +46,9 @@ def test_step_profile_names_an_unknown_recipe():
         step_profile.main(["--recipes", "bf16,fp9"])
 
 
-@pytest.mark.parametrize("main", [step_profile.main, store_probe.main, host_profile.main],
-                         ids=["step", "store", "host"])
+@pytest.mark.parametrize("main", [step_profile.main, store_probe.main, host_profile.main,
+                                  kernel_timeline.main],
+                         ids=["step", "store", "host", "timeline"])
 def test_diagnostics_name_an_unknown_case(main):
     with pytest.raises(SystemExit, match=r"--cases: unknown \['no_such_case'\]"):
         main(["--cases", "no_such_case"])
@@ -71,6 +72,22 @@ def test_probes_name_bad_arguments_before_looking_for_a_gpu(tool, argv, message,
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU case")
+def test_kernel_timeline_splits_queued_calls_into_steps():
+    # Two calls of a cast then a GEMM: (name, start, end) in µs.
+    events = [("cast", 0.0, 5.0), ("gemm", 6.0, 16.0),
+              ("cast", 17.0, 24.0), ("gemm", 26.0, 38.0)]
+    cast, gemm = kernel_timeline.per_call_steps(events, calls=2)
+    assert cast == {"name": "cast", "us": 6.0, "gap_before_us": 1.0}
+    assert gemm == {"name": "gemm", "us": 11.0, "gap_before_us": 1.5}
+    assert kernel_timeline.per_call_steps(events[:3], calls=2) is None
+    assert kernel_timeline.per_call_steps([], calls=2) is None
+
+
+def test_kernel_timeline_refuses_a_single_call():
+    with pytest.raises(SystemExit):
+        kernel_timeline.main(["--calls", "1"])
+
+
 def test_update_probe_needs_a_gpu(capsys):
     assert update_probe.main(["--groups", "8", "--history", "4"]) == 2
     assert "needs a GPU" in capsys.readouterr().err
