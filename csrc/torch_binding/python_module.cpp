@@ -18,6 +18,10 @@
 #include "torch_binding/python_errors.h"
 #include "torch_binding/tensor_views.h"
 
+#ifdef GL_WITH_CUDA
+#include "core/cuda/dependent_launch.h"
+#endif
+
 namespace py = pybind11;
 
 namespace grouped_linear::torch_binding {
@@ -298,4 +302,25 @@ PYBIND11_MODULE(_C, m) {
         return d;
       },
       "The diagnostics settings read from GROUPED_LINEAR_LOG_LEVEL and GROUPED_LINEAR_NVTX.");
+  m.def(
+      "set_dependent_launch",
+      [](bool enabled) {
+#ifdef GL_WITH_CUDA
+        cuda::set_dependent_launch(enabled);
+#else
+        (void)enabled;
+#endif
+      },
+      py::arg("enabled"),
+      "Whether the casts and grouped GEMMs launch as programmatic dependents on sm_90+ GPUs.");
+  m.def(
+      "dependent_launch",
+      [] {
+#ifdef GL_WITH_CUDA
+        return cuda::dependent_launch();
+#else
+        return false;
+#endif
+      },
+      "The switch set_dependent_launch sets (false in a build without CUDA).");
 }

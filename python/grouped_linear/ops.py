@@ -82,6 +82,21 @@ def set_l2_promotion(device_type: str, engine: str, promotion: str) -> None:
     _C.set_l2_promotion(device_type, engine, promotion)
 
 
+def set_dependent_launch(enabled: bool) -> None:
+    """Whether the FP8 casts and the sm90 grouped GEMMs launch as programmatic
+    dependents on sm_90+ GPUs (on by default; GROUPED_LINEAR_DEPENDENT_LAUNCH=0
+    turns it off at start). A dependent kernel's CTAs take SMs as the kernel
+    ahead of it drains, then wait for it to finish before touching memory, so
+    results are the same bits either way; only the device's idle time between
+    kernels changes. Process-wide; for A/B timing and tests."""
+    _C.set_dependent_launch(_bool(enabled, "enabled"))
+
+
+def dependent_launch() -> bool:
+    """The switch set_dependent_launch sets (False in a build without CUDA)."""
+    return bool(_C.dependent_launch())
+
+
 def _bool(value, name: str) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"grouped_linear: {name}: got {value!r}, expected a bool")

@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/dependent_launch.h"
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 #include "core/cuda/sm90/l2_promotion.h"
 #include "core/fp8/fp8_tensor.h"
@@ -515,6 +516,7 @@ __global__ __launch_bounds__(
   // Dynamic shared memory only: a static __shared__ here would shift the
   // base of CUTLASS's shared storage off the alignment its swizzles need.
   extern __shared__ char smem[];
+  enter_dependent_grid();
   write_group_arguments<R, GG>(setup, arrays, reinterpret_cast<int64_t*>(smem));
   typename GG::Kernel op;
   op(params, smem);
@@ -737,16 +739,20 @@ struct GroupedGemmRunner {
     config.blockDim = Kernel::get_block_shape();
     config.dynamicSmemBytes = kSharedBytes;
     config.stream = l.stream;
-    cudaLaunchAttribute cluster{};
+    cudaLaunchAttribute attributes[2]{};
+    unsigned count = 0;
     constexpr int kCluster = cute::size(typename Config::ClusterShape{});
     if constexpr (kCluster > 1) {
-      cluster.id = cudaLaunchAttributeClusterDimension;
-      cluster.val.clusterDim.x = kCluster;
-      cluster.val.clusterDim.y = 1;
-      cluster.val.clusterDim.z = 1;
-      config.attrs = &cluster;
-      config.numAttrs = 1;
+      attributes[count].id = cudaLaunchAttributeClusterDimension;
+      attributes[count].val.clusterDim.x = kCluster;
+      attributes[count].val.clusterDim.y = 1;
+      attributes[count].val.clusterDim.z = 1;
+      ++count;
     }
+    // The kernel starts with enter_dependent_grid().
+    count += static_cast<unsigned>(dependent_launch_attribute(l.device, &attributes[count]));
+    config.attrs = count > 0 ? attributes : nullptr;
+    config.numAttrs = count;
     GL_CUDA_CHECK(cudaLaunchKernelEx(&config, grouped_gemm_kernel<R, GG>, params, setup, arrays));
   }
 

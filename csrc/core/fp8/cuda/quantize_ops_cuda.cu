@@ -22,7 +22,9 @@
 #include <utility>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/dependent_launch.h"
 #include "core/cuda/device_info.h"
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "core/fp8/cuda/fp8_device.cuh"
 #include "core/fp8/cuda/group_tables.cuh"
@@ -318,6 +320,7 @@ template <int K, bool kBlockScaled, typename Sizes>
 __global__ void __launch_bounds__(kThreads, 3)
     quantize_activation_kernel(const __grid_constant__ ActivationParams p,
                                const __grid_constant__ Sizes sizes) {
+  cuda::enter_dependent_grid();
   quantize_activation_ctas<K, kBlockScaled>(p, sizes, blockIdx.x, gridDim.x);
 }
 
@@ -394,18 +397,7 @@ void launch_amax(const AmaxPass& first, const AmaxPass& second, cudaStream_t str
 // waits for work queued after the cast (a spinning communication kernel)
 // would never allow; the separate amax launch has no such need.
 bool cooperative_casts(const ExecContext& ctx) {
-  static const bool allowed = [] {
-    const char* text = std::getenv("GROUPED_LINEAR_COOPERATIVE_CASTS");
-    if (text == nullptr) return true;
-    const std::string value(text);
-    for (const char* off : {"0", "off", "OFF", "false", "False", "FALSE", "no", "NO"})
-      if (value == off) return false;
-    for (const char* on : {"", "1", "on", "ON", "true", "True", "TRUE", "yes", "YES"})
-      if (value == on) return true;
-    GL_LOG_WARN("GROUPED_LINEAR_COOPERATIVE_CASTS='", value,
-                "' is neither on (1, on, true, yes) nor off (0, off, false, no); using on");
-    return true;
-  }();
+  static const bool allowed = env_switch("GROUPED_LINEAR_COOPERATIVE_CASTS", true);
   return allowed && cuda::device_info(ctx.device.index).cooperative_launch;
 }
 
@@ -447,9 +439,8 @@ void launch_activation_kernel(const ActivationParams& p, const Sizes& sizes, siz
   const int ctas =
       device_wide_ctas(reinterpret_cast<const void*>(kernel), kThreads, smem, ctx.device.index);
   const int64_t grid = units_bound < 1 ? 1 : (units_bound < ctas ? units_bound : ctas);
-  kernel<<<static_cast<unsigned>(grid), kThreads, smem, static_cast<cudaStream_t>(ctx.stream)>>>(
-      p, sizes);
-  GL_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), smem,
+                         static_cast<cudaStream_t>(ctx.stream), ctx.device.index, p, sizes);
 }
 
 // One cast, ready to launch: its parameters, the group sizes it reads (kernel
@@ -740,6 +731,7 @@ __device__ __forceinline__ void quantize_weight_ctas(const WeightParams& p, int 
 template <int K, bool kBlockScaled>
 __global__ void __launch_bounds__(kThreads)
     quantize_weight_kernel(const __grid_constant__ WeightParams p) {
+  cuda::enter_dependent_grid();
   quantize_weight_ctas<K, kBlockScaled>(p, blockIdx.x, gridDim.x);
 }
 
@@ -771,6 +763,7 @@ __global__ void __launch_bounds__(kThreads)
     quantize_forward_kernel(const __grid_constant__ ActivationParams a,
                             const __grid_constant__ Sizes sizes,
                             const __grid_constant__ WeightParams w, int activation_ctas) {
+  cuda::enter_dependent_grid();
   forward_casts_ctas<K, kBlockScaled>(a, sizes, w, activation_ctas);
 }
 
@@ -895,9 +888,8 @@ void launch_weight(const WeightLaunch& w, const ExecContext& ctx) {
     const int ctas =
         device_wide_ctas(reinterpret_cast<const void*>(kernel), kThreads, w.smem, ctx.device.index);
     const int64_t grid = w.wanted < 1 ? 1 : (w.wanted < ctas ? w.wanted : ctas);
-    kernel<<<static_cast<unsigned>(grid), kThreads, w.smem,
-             static_cast<cudaStream_t>(ctx.stream)>>>(w.p);
-    GL_CUDA_CHECK_LAUNCH();
+    cuda::launch_dependent(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), w.smem,
+                           static_cast<cudaStream_t>(ctx.stream), ctx.device.index, w.p);
   });
 }
 
@@ -951,10 +943,9 @@ bool launch_forward_together(const ActivationLaunch& a, const Sizes& sizes, cons
       return false;  // the two casts launch their amax passes themselves
     }
   }
-  kernel<<<static_cast<unsigned>(activation_ctas + weight_ctas), kThreads, smem,
-           static_cast<cudaStream_t>(ctx.stream)>>>(a.p, sizes, w.p,
-                                                    static_cast<int>(activation_ctas));
-  GL_CUDA_CHECK_LAUNCH();
+  cuda::launch_dependent(kernel, dim3(static_cast<unsigned>(activation_ctas + weight_ctas)),
+                         dim3(kThreads), smem, static_cast<cudaStream_t>(ctx.stream),
+                         ctx.device.index, a.p, sizes, w.p, static_cast<int>(activation_ctas));
   return true;
 }
 
