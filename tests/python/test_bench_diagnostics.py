@@ -88,6 +88,7 @@ def test_kernel_timeline_refuses_a_single_call():
         kernel_timeline.main(["--calls", "1"])
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU the probe runs (the next test)")
 def test_update_probe_needs_a_gpu(capsys):
     assert update_probe.main(["--groups", "8", "--history", "4"]) == 2
     assert "needs a GPU" in capsys.readouterr().err
