@@ -43,7 +43,7 @@ __device__ __forceinline__ void wait_for_prior_grids() {
 // signal), so its CTAs land on the SMs as a plain launch would place them,
 // with the launch's latency and the memory flush overlapped. (Signalling
 // right after the wait, so that the next grid's CTAs took SMs as this one's
-// drained, cost the forward+backward chains 0.5-2.9 us a call on an H100.)
+// drained, cost the forward+backward chains up to 2.9 us a call on an H100.)
 __device__ __forceinline__ void enter_dependent_grid() { wait_for_prior_grids(); }
 
 // Launches `kernel`, whose first statement is enter_dependent_grid(), with
