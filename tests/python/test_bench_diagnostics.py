@@ -1,7 +1,8 @@
 """The benchmark's FP8 end-to-end steps and its diagnostics' arguments, on
 the CPU: every step of bench.fp8_module runs and is timed, and
 bench.step_profile / bench.store_probe / bench.host_profile /
-bench.kernel_timeline / bench.tune_sm90 refuse unknown names (bench.host_pieces and bench.update_probe bad counts),
+bench.kernel_timeline / bench.tune_sm90 refuse unknown names (bench.host_pieces,
+bench.update_probe and bench.gemm_pace bad counts),
 and bench.host_ab malformed builds, before they look for a GPU;
 bench.tune_sm90 records each kernel under each tile order asked for;
 bench.update_probe times one delayed-scaling update a step (GPU)."""
@@ -17,7 +18,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench import (fp8_module, host_ab, host_pieces, host_profile,  # noqa: E402
+from bench import (fp8_module, gemm_pace, host_ab, host_pieces, host_profile,  # noqa: E402
                    kernel_timeline, step_profile, store_probe, tune_sm90, update_probe)
 from bench.cases import ThroughputCase, make_splits  # noqa: E402
 from bench.timing import HostTimer  # noqa: E402
@@ -64,14 +65,17 @@ def test_diagnostics_name_an_unknown_case(main):
     ("update_probe", ["--history", "0,16"], "--history: expected positive integers"),
     ("update_probe", ["--history", ""], "--history: expected positive integers"),
     ("update_probe", ["--steps", "0"], "--steps: expected a positive count"),
+    ("gemm_pace", ["--k", "64,x"], "--k: expected positive integers like 8,32,128, got '64,x'"),
+    ("gemm_pace", ["--groups", "0"], "--groups: expected positive integers"),
+    ("gemm_pace", ["--rows", "0"], "--rows: expected a positive count"),
 ])
 def test_probes_name_bad_arguments_before_looking_for_a_gpu(tool, argv, message, capsys):
-    main = {"host_pieces": host_pieces.main, "update_probe": update_probe.main}[tool]
+    main = {"host_pieces": host_pieces.main, "update_probe": update_probe.main,
+            "gemm_pace": gemm_pace.main}[tool]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU case")
 def test_kernel_timeline_splits_queued_calls_into_steps():
     # Two calls of a cast then a GEMM: (name, start, end) in µs.
     events = [("cast", 0.0, 5.0), ("gemm", 6.0, 16.0),
@@ -88,9 +92,15 @@ def test_kernel_timeline_refuses_a_single_call():
         kernel_timeline.main(["--calls", "1"])
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU the probe runs (the next test)")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU case")
 def test_update_probe_needs_a_gpu(capsys):
     assert update_probe.main(["--groups", "8", "--history", "4"]) == 2
+    assert "needs a GPU" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU case")
+def test_gemm_pace_needs_a_gpu(capsys):
+    assert gemm_pace.main(["--groups", "1", "--k", "64", "--n", "64"]) == 2
     assert "needs a GPU" in capsys.readouterr().err
 
 
