@@ -296,7 +296,8 @@ struct SetupArgs {
   int64_t padded_columns;  // FP8 wgrad: width of the column-wise copies
   int64_t scale_columns;   // block-scaled wgrad: row stride of the column-wise scales
   bool accumulate;         // wgrad: beta = 1 (main_grad); empty groups then keep D as it is
-  int32_t host_sizes[kMaxHostGroups];
+  // 16-byte aligned: stage_group_sizes reads it four entries at a time.
+  alignas(16) int32_t host_sizes[kMaxHostGroups];
 };
 
 // Group g's size as given (host or device), negative read as 0.
@@ -311,6 +312,31 @@ __device__ inline int64_t group_rows(const SetupArgs& args, int g) {
   return size < 0 ? 0 : size;
 }
 
+// Every group's size (negative read as 0) into `sizes` in shared memory,
+// once, by all threads; a __syncthreads() must follow. Host sizes are kernel
+// parameters, which live in the constant bank: it serves a warp one address
+// at a time, so lanes reading different entries queue behind each other
+// (reading a list's sizes this way cost the tiny host-table GEMM at G = 128
+// about 2 us of GPU time against device sizes). Here each warp reads 16
+// bytes at one address for all its lanes and four lanes keep an entry each.
+__device__ inline void stage_group_sizes(const SetupArgs& args, int64_t* sizes) {
+  const int groups = args.num_groups;
+  if (args.device_sizes != nullptr) {
+    for (int g = threadIdx.x; g < groups; g += blockDim.x) sizes[g] = group_rows(args, g);
+    return;
+  }
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int4* quads = reinterpret_cast<const int4*>(args.host_sizes);
+  for (int q = threadIdx.x / 32; q * 4 < groups; q += warps) {
+    const int4 four = quads[q];
+    const int g = q * 4 + lane;
+    if (lane < 4 && g < groups) {
+      const int32_t size = lane == 0 ? four.x : lane == 1 ? four.y : lane == 2 ? four.z : four.w;
+      sizes[g] = size < 0 ? 0 : size;
+    }
+  }
+}
+
 // wgrad, beta = 0: the weight gradient of an empty group (no rows) is zero.
 // Such groups get no GEMM tiles; every thread of the grid instead stores a
 // share of their zeros, 16 bytes at a time where D allows. (They used to
@@ -319,8 +345,8 @@ __device__ inline int64_t group_rows(const SetupArgs& args, int g) {
 // in a few steps of a thousand on the H200, NaN weight gradients of empty
 // groups, so the GEMM no longer reads anything written in the same launch.)
 template <class GG>
-__device__ void zero_empty_groups(const SetupArgs& args, const int64_t* begins,
-                                  typename GG::ElementOut* d) {
+__device__ void zero_empty_groups(const SetupArgs& args, const int64_t* sizes,
+                                  const int64_t* begins, typename GG::ElementOut* d) {
   using ElementOut = typename GG::ElementOut;
   const int64_t cta =
       blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -329,7 +355,7 @@ __device__ void zero_empty_groups(const SetupArgs& args, const int64_t* begins,
   const int64_t elements = args.n * args.k;
   for (int g = 0; g < args.num_groups; ++g) {
     // Empty as the per-group arguments see it: no rows, or all past T.
-    if (group_rows(args, g) > 0 && begins[g] < args.total_rows) continue;
+    if (sizes[g] > 0 && begins[g] < args.total_rows) continue;
     ElementOut* out = d + static_cast<int64_t>(g) * elements;
     const bool wide = reinterpret_cast<uintptr_t>(out) % 16 == 0 &&
                       (elements * static_cast<int64_t>(sizeof(ElementOut))) % 16 == 0;
@@ -343,12 +369,12 @@ __device__ void zero_empty_groups(const SetupArgs& args, const int64_t* begins,
   }
 }
 
-// Run by every CTA before its GEMM work: scan the group sizes (warp 0, in
-// `scratch`), then write each group's shape, pointers and strides. Every CTA
-// writes the same values, and reads only after its own writes, so no CTA
-// depends on another and no second launch is needed. Device sizes are
-// clamped (negative -> 0, rows past T dropped) so bad device input cannot
-// make the GEMM read or write out of bounds; host sizes were validated.
+// Run by every CTA before its GEMM work: stage the group sizes in shared
+// memory (stage_group_sizes), scan them (warp 0, in `scratch`), then write each group's shape,
+// pointers and strides. Every CTA writes the same values, and reads only after its own writes, so
+// no CTA depends on another and no second launch is needed. Device sizes are clamped (negative ->
+// 0, rows past T dropped) so bad device input cannot make the GEMM read or write out of bounds;
+// host sizes were validated.
 template <Role R, class GG>
 __device__ void write_group_arguments(const SetupArgs& args, const typename GG::Arrays& out,
                                       int64_t* scratch) {
@@ -356,7 +382,10 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
   using ElementB = typename GG::ElementB;
   using ElementOut = typename GG::ElementOut;
   const int groups = args.num_groups;
-  auto size_of = [&](int g) { return group_rows(args, g); };
+  int64_t* sizes = scratch + 3 * groups + 1;
+  stage_group_sizes(args, sizes);
+  __syncthreads();
+  auto size_of = [&](int g) { return sizes[g]; };
   // Where group g's rows start: in the rows of T, (FP8 wgrad) in the
   // columns of the column-wise copies, each group rounded up to kGroupAlign,
   // and (block-scaled wgrad) in the columns of their scales, each group a
@@ -485,7 +514,7 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
     }
   }
   if constexpr (R == Role::kWgrad) {
-    if (!args.accumulate && *any_empty != 0) zero_empty_groups<GG>(args, begins, d);
+    if (!args.accumulate && *any_empty != 0) zero_empty_groups<GG>(args, sizes, begins, d);
   }
   // The GEMM reads the arrays with ordinary loads after the barrier, which
   // the barrier alone orders. The GPU-scope and async-proxy fences stay as a
@@ -539,7 +568,7 @@ struct GroupedGemmRunner {
   using Kernel = typename GG::Kernel;
   using Params = typename GG::Params;
   static constexpr int kSharedBytes = Kernel::SharedStorageSize;
-  static_assert(kSharedBytes >= (3 * kMaxGroups + 1) * static_cast<int>(sizeof(int64_t)),
+  static_assert(kSharedBytes >= (4 * kMaxGroups + 1) * static_cast<int>(sizeof(int64_t)),
                 "the group-size scan borrows the GEMM's shared memory");
 
   static typename Kernel::Arguments arguments(const GroupedLaunch& l,
