@@ -256,3 +256,34 @@ def test_wgrad_splits_only_where_the_rule_says():
     assert "split in 4 pieces" in splits[0] and "split in 2 pieces" in splits[1], splits
     plain = [line for line in proc.stderr.splitlines() if "] wgrad: sm90_grouped kernel" in line]
     assert len(plain) == 1, proc.stderr
+
+
+@pytest.mark.skipif(not _sm90_available() or not _kernels(), reason="needs an sm_90 GPU and the "
+                    f"{ENGINE} engine")
+@pytest.mark.parametrize("device_splits", [False, True], ids=["host_splits", "device_splits"])
+@pytest.mark.parametrize("groups", [1021, 1024])
+def test_group_counts_up_to_the_limit(groups, device_splits, gen):
+    """Each CTA stages every group's size in shared memory before its scan
+    (four host sizes a read): the most groups the engine takes, a count that
+    is not a multiple of four, mostly empty groups, every role."""
+    rows, k, n, dtype = 2 * groups, 32, 40, torch.bfloat16
+    splits = make_splits(gen, rows, groups, "random_with_zeros")
+    assert splits.count(0) > groups // 4
+    m_splits = torch.tensor(splits, device="cuda") if device_splits else splits
+    x = randn(gen, rows, k, dtype=dtype, device="cuda")
+    w = randn(gen, groups, n, k, dtype=dtype, device="cuda", scale=k ** -0.5)
+    dy = randn(gen, rows, n, dtype=dtype, device="cuda")
+    out = _nan((rows, n), dtype)
+    ops.forward(x, w, None, m_splits, out=out, engine=ENGINE)
+    assert not torch.isnan(out).any(), "forward left elements of out unwritten"
+    assert_close_rel(out, ref_forward(x, w, None, splits), dtype, "forward")
+    dx = _nan((rows, k), dtype)
+    ops.dgrad(dy, w, m_splits, out=dx, engine=ENGINE)
+    assert not torch.isnan(dx).any(), "dgrad left elements of out unwritten"
+    assert_close_rel(dx, ref_dgrad(dy, w, splits), dtype, "dgrad")
+    dw = _nan((groups, n, k), dtype)
+    ops.wgrad(dy, x, m_splits, grad_weight=dw, engine=ENGINE)
+    assert not torch.isnan(dw).any(), "wgrad left elements of grad_weight unwritten"
+    dw_ref, _ = ref_wgrad(dy, x, splits)
+    assert_close_rel(dw, dw_ref, dtype, "wgrad")
+    assert_empty_groups_zero(dw, splits, "wgrad")
