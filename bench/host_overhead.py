@@ -20,14 +20,14 @@ import statistics
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Sequence, Tuple
 
 import torch
 
 import grouped_linear
 
 from . import peers
-from .cases import HostCase, uniform_splits
+from .cases import HostCase, csv_list, uniform_splits
 from .report import log, short_error
 
 MODES = ("fwd_no_grad", "fwd_grad", "fwd_bwd")
@@ -144,6 +144,21 @@ def case_tensors(case: HostCase, device: torch.device, dtype: torch.dtype):
     x_leaf = x.clone().requires_grad_(True)
     dy = torch.randn(case.T, case.N, dtype=dtype, device=device, generator=gen) * 0.01
     return x, x_leaf, dy
+
+
+def asked_calls(cases: Sequence[HostCase], impls: str, modes: Sequence[str], device: torch.device,
+                dtype: torch.dtype = torch.bfloat16) -> Iterator[tuple]:
+    """The diagnostics' loop over the table's calls (bench.host_profile,
+    bench.kernel_timeline): (case, candidate, mode, fn, grad_mode) for each
+    case, each implementation named in `impls` (comma-separated; an unknown
+    name exits naming it) and each mode, the case's tensors made once."""
+    for case in cases:
+        x, x_leaf, dy = case_tensors(case, device, dtype)
+        candidates = {c.name: c for c in grouped_candidates(case, device, dtype)}
+        for name in csv_list(impls, tuple(candidates), "--impls"):
+            for mode in modes:
+                fn, grad_mode = step_function(candidates[name], mode, x, x_leaf, dy)
+                yield case, candidates[name], mode, fn, grad_mode
 
 
 def measure_case(case: HostCase, candidates: List[Candidate], device: torch.device, timer,

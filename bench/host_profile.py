@@ -54,9 +54,7 @@ def time_loop(fn, calls: int) -> float:
     return elapsed / calls * 1e6
 
 
-def profile_one(candidate, mode: str, case, device, calls: int) -> dict:
-    x, x_leaf, dy = host_overhead.case_tensors(case, device, torch.bfloat16)
-    fn, grad_mode = host_overhead.step_function(candidate, mode, x, x_leaf, dy)
+def profile_one(case, candidate, mode: str, fn, grad_mode, calls: int) -> dict:
     with candidate.region(), grad_mode:
         plain_us = min(time_loop(fn, calls) for _ in range(3))
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -93,20 +91,17 @@ def main(argv=None) -> int:
         raise SystemExit("bench.host_profile: needs a GPU")
     device = torch.device("cuda", torch.cuda.current_device())
     records = []
-    for case in cases:
-        candidates = {c.name: c for c in host_overhead.grouped_candidates(case, device,
-                                                                          torch.bfloat16)}
-        for name in csv_list(args.impls, tuple(candidates), "--impls"):
-            for mode in modes:
-                r = profile_one(candidates[name], mode, case, device, args.calls)
-                records.append(r)
-                print(f"{case.name} {name} {mode}: {r['host_us']:.1f} us/call "
-                      f"(profiled {r['profiled_host_us']:.1f}); runtime calls "
-                      f"{r['runtime_calls']:.1f} ({r['runtime_us']:.1f} us), aten ops "
-                      f"{r['aten_ops']:.1f} ({r['aten_us']:.1f} us)")
-                for event, v in list(r["events"].items())[:14]:
-                    print(f"    {v['count']:5.1f} x {event:48s} {v['self_us']:7.2f} us")
-                sys.stdout.flush()
+    for case, candidate, mode, fn, grad_mode in host_overhead.asked_calls(cases, args.impls, modes,
+                                                                         device):
+        r = profile_one(case, candidate, mode, fn, grad_mode, args.calls)
+        records.append(r)
+        print(f"{case.name} {candidate.name} {mode}: {r['host_us']:.1f} us/call "
+              f"(profiled {r['profiled_host_us']:.1f}); runtime calls "
+              f"{r['runtime_calls']:.1f} ({r['runtime_us']:.1f} us), aten ops "
+              f"{r['aten_ops']:.1f} ({r['aten_us']:.1f} us)")
+        for event, v in list(r["events"].items())[:14]:
+            print(f"    {v['count']:5.1f} x {event:48s} {v['self_us']:7.2f} us")
+        sys.stdout.flush()
     if args.out:
         write_diagnostic(args.out, records, calls=args.calls)
     return 0

@@ -97,24 +97,18 @@ def main(argv=None) -> int:
         return 2
     device = torch.device("cuda", torch.cuda.current_device())
     records = []
-    for case in cases:
-        x, x_leaf, dy = host_overhead.case_tensors(case, device, torch.bfloat16)
-        candidates = {c.name: c for c in host_overhead.grouped_candidates(case, device,
-                                                                          torch.bfloat16)}
-        for name in csv_list(args.impls, tuple(candidates), "--impls"):
-            for mode in modes:
-                candidate = candidates[name]
-                fn, grad_mode = host_overhead.step_function(candidate, mode, x, x_leaf, dy)
-                with candidate.region(), grad_mode:
-                    r = timeline(fn, args.calls)
-                r.update(case=case.name, G=case.G, impl=name, mode=mode)
-                records.append(r)
-                print(f"{case.name} {name} {mode}: pace {r['pace_us']:.1f} us/call, "
-                      f"kernels {r.get('kernel_us', 0):.1f} us, gaps {r.get('gap_us', 0):.1f} us"
-                      + (f"  [{r['error']}]" if "error" in r else ""))
-                for s in r.get("steps", []):
-                    print(f"    gap {s['gap_before_us']:6.2f}  run {s['us']:6.2f}  {s['name'][:110]}")
-                sys.stdout.flush()
+    for case, candidate, mode, fn, grad_mode in host_overhead.asked_calls(cases, args.impls, modes,
+                                                                         device):
+        with candidate.region(), grad_mode:
+            r = timeline(fn, args.calls)
+        r.update(case=case.name, G=case.G, impl=candidate.name, mode=mode)
+        records.append(r)
+        print(f"{case.name} {candidate.name} {mode}: pace {r['pace_us']:.1f} us/call, "
+              f"kernels {r.get('kernel_us', 0):.1f} us, gaps {r.get('gap_us', 0):.1f} us"
+              + (f"  [{r['error']}]" if "error" in r else ""))
+        for s in r.get("steps", []):
+            print(f"    gap {s['gap_before_us']:6.2f}  run {s['us']:6.2f}  {s['name'][:110]}")
+        sys.stdout.flush()
     if args.out:
         write_diagnostic(args.out, records, calls=args.calls)
     return 0

@@ -18,9 +18,9 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench import (fp8_module, gemm_pace, host_ab, host_pieces, host_profile,  # noqa: E402
-                   kernel_timeline, step_profile, store_probe, tune_sm90, update_probe)
-from bench.cases import ThroughputCase, make_splits  # noqa: E402
+from bench import (fp8_module, gemm_pace, host_ab, host_overhead, host_pieces,  # noqa: E402
+                   host_profile, kernel_timeline, step_profile, store_probe, tune_sm90, update_probe)
+from bench.cases import HostCase, ThroughputCase, make_splits  # noqa: E402
 from bench.timing import HostTimer  # noqa: E402
 
 
@@ -85,6 +85,24 @@ def test_kernel_timeline_splits_queued_calls_into_steps():
     assert gemm == {"name": "gemm", "us": 11.0, "gap_before_us": 1.5}
     assert kernel_timeline.per_call_steps(events[:3], calls=2) is None
     assert kernel_timeline.per_call_steps([], calls=2) is None
+
+
+def test_asked_calls_run_each_named_call_once_a_mode():
+    """host_profile's and kernel_timeline's loop: the named implementations
+    in order, each mode, ready to run under its grad mode."""
+    case = HostCase("tiny", G=2, K=16, N=16, rows_per_group=3)  # K = N: the floor views x
+    calls = list(host_overhead.asked_calls([case], "grouped_linear,autograd_floor",
+                                           ["fwd_no_grad", "fwd_bwd"], torch.device("cpu")))
+    assert [(c.name, mode) for _, c, mode, _, _ in calls] == [
+        ("grouped_linear", "fwd_no_grad"), ("grouped_linear", "fwd_bwd"),
+        ("autograd_floor", "fwd_no_grad"), ("autograd_floor", "fwd_bwd")]
+    for got_case, candidate, mode, fn, grad_mode in calls:
+        assert got_case is case
+        with grad_mode:
+            fn()
+        assert all(p.grad is None for p in candidate.params), (candidate.name, mode)
+    with pytest.raises(SystemExit, match=r"--impls: unknown \['nope'\]"):
+        list(host_overhead.asked_calls([case], "nope", ["fwd_no_grad"], torch.device("cpu")))
 
 
 def test_kernel_timeline_refuses_a_single_call():
