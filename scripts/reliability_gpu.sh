@@ -12,6 +12,7 @@
 # reliability.log (the pytest runs), sanitize.log (the four tools' output,
 # shortened) and RELIABILITY.md (copy it to the repository root).
 # Environment: GL_FUZZ_CASES (default 1000), GL_FUZZ_SEED (default 1234),
+# GL_FUZZ_RANDOM_SEED (the random-bytes fuzz's seed, default 4321),
 # GL_MEMORY_ITERS (default 10000), GL_SANITIZE_TIMEOUT (default 240 s).
 # About 4-6 minutes on one H200.
 set -uo pipefail
