@@ -303,7 +303,8 @@ TEST_F(Fp8OpsCuda, ActivationCopiesOnRequest) {
 // every tile ("FullTiles": groups of whole row tiles) or beside partial ones
 // (random groups, C not a multiple of 128); a row pad of 8 elements keeps
 // the alignment, one of 3 breaks it (the regular path throughout). Block
-// scales and the bias gradient always take the regular path.
+// scales take their own wide path (quantize_wide_tile_blockwise); the bias
+// gradient always takes the regular path.
 TEST_F(Fp8OpsCuda, ActivationFullTilesMatchCpu) {
   struct FullCase {
     ActivationSpec spec;
@@ -326,6 +327,26 @@ TEST_F(Fp8OpsCuda, ActivationFullTilesMatchCpu) {
             a.with_dbias = false;
             a.make(rng_, Split::kRandomWithEmpty, /*specials=*/false);
             if (!fc.sizes.empty()) a.use_sizes(fc.sizes);
+            run_activation(a);
+            if (HasFatalFailure()) return;
+          }
+}
+
+// The wide paths with NaN, Inf and huge values among the inputs: a row or
+// column holding a NaN quantizes value by value (fp8x4, fp8x4_scaled), the
+// others two values a conversion, and both must give the CPU's bits.
+TEST_F(Fp8OpsCuda, ActivationFullTilesSpecialValuesMatchCpu) {
+  const ActivationSpec specs[] = {{"FullTiles", 1024, 384, 3, 0}, {"MixedTiles", 700, 300, 4, 0}};
+  for (int round = 0; round < 3; ++round)
+    for (const ActivationSpec& spec : specs)
+      for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+        for (const KindVariant& v : kind_variants())
+          for (int which = 0; which < 3; ++which) {
+            ActivationCase a = activation(spec, dtype, v, SplitsAt::kHost);
+            a.rowwise = which != 1;
+            a.columnwise = which != 0;
+            a.with_dbias = false;
+            a.make(rng_, Split::kRandomWithEmpty, /*specials=*/true);
             run_activation(a);
             if (HasFatalFailure()) return;
           }

@@ -474,21 +474,52 @@ __device__ void quantize_full_tile(const TileIO& io, float scale, Format format,
   if (codes_staged || kScaling == kPerTile) __syncthreads();
 }
 
+// |x|'s 16-bit pattern (sign cleared) as abs_bits of x widened to float.
+// Both 16-bit formats order their magnitudes like their bit patterns, NaN
+// above infinity, and widening keeps that order, so a maximum taken on the
+// 16-bit patterns is the maximum abs_bits would give.
+template <int K>
+__device__ __forceinline__ uint32_t abs_bits_of_half_pattern(uint32_t h) {
+  if constexpr (K == kInBF16)
+    return h << 16;
+  else
+    return abs_bits(fp16_bits_to_float(h));
+}
+
+// Per-halfword unsigned maximum of two words of 16-bit patterns (one
+// instruction on sm_90).
+__device__ __forceinline__ uint32_t max_u16x2(uint32_t a, uint32_t b) { return __vmaxu2(a, b); }
+
 // quantize_tile for 1 x 128 block scales (kPerRowCol) on a tile of 128
 // columns of 16-bit activations and any number of rows, with
 // quantize_full_tile's memory operations. A row's scale comes from its 128
 // values (a half-warp's), a column's from the tile's rows, so the two
 // copies' codes differ and every value is converted twice, as in
-// quantize_tile. A thread takes 8 rows x 8 columns (all 8 loads in flight),
-// the column maxima meet in shared memory, and the column-wise pass reads
+// quantize_tile. A thread takes 8 rows x 8 columns (all 8 loads in flight).
+// The cast is bound by its instructions as much as by memory (an H100 ran
+// the per-element version at 0.6 of its issue slots and half the DRAM
+// bandwidth of the per-tensor cast), so the work per element is kept small:
+//  - maxima on the 16-bit patterns, two values an instruction, with no
+//    widening (abs_bits_of_half_pattern);
+//  - a half-warp's 8 row maxima reduced with 8 shuffles instead of 32, each
+//    row's scale computed by one lane pair instead of all 16 lanes, and
+//    broadcast;
+//  - whether a row's (column's) products need host_mul's NaN handling
+//    (plain_products) decided once from its maximum: a plain row takes two
+//    conversions an instruction without per-value checks, any other row
+//    fp8x4's per-value path, which gives plain values the same bits.
+// The column maxima meet in shared memory, and the column-wise pass reads
 // the thread's values again (from L1 or L2: holding them in registers
 // across the barriers spills the fp16 variants at 3 CTAs an SM); its codes
 // are staged as bytes and leave through write_columnwise_codes, 4 bytes a
 // lane, instead of one. Rows [nr, 128) read as 0, as in quantize_tile. Uses
-// kBlockwiseTileBytes of `smem`; ends with a barrier when it used it.
-constexpr size_t kColumnBitsOffset = kCodeTileBytes;  // [kWarps][kTile] abs_bits maxima
-constexpr size_t kColumnScaleOffset = kColumnBitsOffset + sizeof(uint32_t) * kWarps * kTile;
-constexpr size_t kBlockwiseTileBytes = kColumnScaleOffset + sizeof(float) * kTile;
+// kBlockwiseTileBytes of `smem`; ends with a barrier when it used it. The
+// same codes and scales as quantize_tile (the C++ and Python FP8 tests
+// compare them with the CPU's bits).
+constexpr size_t kColumnBitsOffset = kCodeTileBytes;  // [kWarps][kTile / 2] packed maxima
+constexpr size_t kColumnScaleOffset = kColumnBitsOffset + sizeof(uint32_t) * kWarps * kTile / 2;
+constexpr size_t kColumnPlainOffset = kColumnScaleOffset + sizeof(float) * kTile;
+constexpr size_t kBlockwiseTileBytes = kColumnPlainOffset + sizeof(uint32_t) * kTile / 32;
 static_assert(kBlockwiseTileBytes <= tile_bytes<kInBF16>(), "fits the value tile's memory");
 
 template <int K>
@@ -496,6 +527,7 @@ __device__ void quantize_wide_tile_blockwise(const TileIO& io, Format format, bo
                                              unsigned char* smem) {
   static_assert(K == kInBF16 || K == kInF16, "16-bit inputs only");
   constexpr int kRows = kTile / (2 * kWarps);  // 8 rows a thread
+  constexpr unsigned kFull = 0xffffffffu;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int half = lane >> 4, c = (lane & 15) * 8;
   const float fp8_max = format_info(format).max;
@@ -508,6 +540,12 @@ __device__ void quantize_wide_tile_blockwise(const TileIO& io, Format format, bo
       v[2 * e] = widen<K>(static_cast<uint16_t>(words[e]));
       v[2 * e + 1] = widen<K>(static_cast<uint16_t>(words[e] >> 16));
     }
+  };
+  // Four values times one scale each (s[e]) as FP8 codes, two conversions
+  // at a time: what fp8x4_scaled gives when every product is plain.
+  auto plain_codes = [&](const float (&v)[4], const float (&s)[4]) {
+    return device_to_fp8x2(__fmul_rn(v[0], s[0]), __fmul_rn(v[1], s[1]), format) |
+           device_to_fp8x2(__fmul_rn(v[2], s[2]), __fmul_rn(v[3], s[3]), format) << 16;
   };
 
   // Thread (warp, half) takes rows 2 * warp + half + 16 * i, i = 0 .. 7.
@@ -529,53 +567,97 @@ __device__ void quantize_wide_tile_blockwise(const TileIO& io, Format format, bo
   uint4 raw[kRows];
   load_rows(raw, false);
 
-  // Row-wise: each row's scale from its half-warp's maximum (the
-  // warp_segment_amax of quantize_tile), its codes stored at once.
-  uint32_t column_bits[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+  // The maxima of |x| as 16-bit patterns: per row over this thread's 8
+  // values, per column pair (word e: columns c + 2e, c + 2e + 1) over its 8 rows.
+  uint32_t row_max[kRows];
+  uint32_t column_words[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
+    const uint32_t a[4] = {raw[i].x & 0x7fff7fffu, raw[i].y & 0x7fff7fffu, raw[i].z & 0x7fff7fffu,
+                           raw[i].w & 0x7fff7fffu};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) column_words[e] = max_u16x2(column_words[e], a[e]);
+    const uint32_t m = max_u16x2(max_u16x2(a[0], a[1]), max_u16x2(a[2], a[3]));
+    row_max[i] = max(m & 0xffffu, m >> 16);
+  }
+
+  // Each row's maximum over its half-warp, scattered while reduced: after
+  // the exchanges with lanes 8, 4, 2 and 1 apart, lanes 2j and 2j + 1 of a
+  // half hold row j's (row_of(j)) maximum.
+  const bool up8 = lane & 8, up4 = lane & 4, up2 = lane & 2;
+  uint32_t four[4], two[2];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t send = up8 ? row_max[q] : row_max[q + 4];
+    const uint32_t keep = up8 ? row_max[q + 4] : row_max[q];
+    four[q] = max(keep, __shfl_xor_sync(kFull, send, 8));
+  }
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const uint32_t send = up4 ? four[q] : four[q + 2];
+    const uint32_t keep = up4 ? four[q + 2] : four[q];
+    two[q] = max(keep, __shfl_xor_sync(kFull, send, 4));
+  }
+  uint32_t own = max(up2 ? two[1] : two[0], __shfl_xor_sync(kFull, up2 ? two[0] : two[1], 2));
+  own = max(own, __shfl_xor_sync(kFull, own, 1));
+
+  // Row (lane & 15) / 2's scale, its scale_inv (written by the even lane),
+  // and whether its products are plain.
+  const uint32_t own_bits = abs_bits_of_half_pattern<K>(own);
+  const float own_scale =
+      block_scale(fold_block_amax(0.f, amax_from_abs_bits(own_bits)), fp8_max, power_2);
+  const unsigned plain_rows = __ballot_sync(kFull, plain_products(own_bits, own_scale));
+  const int own_row = row_of((lane & 15) >> 1);
+  if (io.row_out != nullptr && (lane & 1) == 0 && own_row < io.nr)
+    io.row_scale[own_row * io.row_scale_stride] = host_recip(own_scale);
+
+  // Row-wise codes.
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const int owner = 16 * half + 2 * i;
+    const float s = __shfl_sync(kFull, own_scale, owner);
     const int r = row_of(i);
-    float v[8];
-    widen8(raw[i], v);
-    uint32_t m = 0;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const uint32_t bits = abs_bits(v[e]);
-      m = max(m, bits);
-      column_bits[e] = max(column_bits[e], bits);
-    }
-#pragma unroll
-    for (int offset = 8; offset > 0; offset /= 2)
-      m = max(m, __shfl_xor_sync(0xffffffffu, m, offset));
     if (io.row_out != nullptr && r < io.nr) {  // the same in the half-warp
-      const float s = block_scale(fold_block_amax(0.f, amax_from_abs_bits(m)), fp8_max, power_2);
-      if ((lane & 15) == 0) io.row_scale[r * io.row_scale_stride] = host_recip(s);
+      float v[8];
+      widen8(raw[i], v);
       const float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
-      *reinterpret_cast<uint2*>(io.row_out + r * io.row_stride + c) =
-          make_uint2(fp8x4(lo, s, format), fp8x4(hi, s, format));
+      uint2 q;
+      if ((plain_rows >> owner) & 1u) {
+        const float ss[4] = {s, s, s, s};
+        q = make_uint2(plain_codes(lo, ss), plain_codes(hi, ss));
+      } else {
+        q = make_uint2(fp8x4(lo, s, format), fp8x4(hi, s, format));
+      }
+      *reinterpret_cast<uint2*>(io.row_out + r * io.row_stride + c) = q;
     }
   }
   if (io.col_out == nullptr) return;  // the same in every thread
 
   // Column-wise: the maxima of the two halves, then of the 8 warps.
   uint32_t* code_tile = reinterpret_cast<uint32_t*>(smem);
-  uint32_t* warp_column_bits = reinterpret_cast<uint32_t*>(smem + kColumnBitsOffset);
+  uint32_t* warp_column_words = reinterpret_cast<uint32_t*>(smem + kColumnBitsOffset);
   float* column_scale = reinterpret_cast<float*>(smem + kColumnScaleOffset);
+  uint32_t* column_plain = reinterpret_cast<uint32_t*>(smem + kColumnPlainOffset);
 #pragma unroll
-  for (int e = 0; e < 8; ++e)
-    column_bits[e] = max(column_bits[e], __shfl_xor_sync(0xffffffffu, column_bits[e], 16));
-  if (half == 0) {
-    uint4* dst = reinterpret_cast<uint4*>(warp_column_bits + warp * kTile + c);
-    dst[0] = make_uint4(column_bits[0], column_bits[1], column_bits[2], column_bits[3]);
-    dst[1] = make_uint4(column_bits[4], column_bits[5], column_bits[6], column_bits[7]);
-  }
+  for (int e = 0; e < 4; ++e)
+    column_words[e] = max_u16x2(column_words[e], __shfl_xor_sync(kFull, column_words[e], 16));
+  if (half == 0)
+    *reinterpret_cast<uint4*>(warp_column_words + warp * (kTile / 2) + c / 2) =
+        make_uint4(column_words[0], column_words[1], column_words[2], column_words[3]);
   __syncthreads();
-  if (threadIdx.x < kTile) {
+  if (threadIdx.x < kTile) {  // warps 0 .. 3, whole
+    const int j = threadIdx.x;
     uint32_t m = 0;
-    for (int w = 0; w < kWarps; ++w) m = max(m, warp_column_bits[w * kTile + threadIdx.x]);
-    const float s = block_scale(fold_block_amax(0.f, amax_from_abs_bits(m)), fp8_max, power_2);
-    column_scale[threadIdx.x] = s;
-    io.col_scale[threadIdx.x * io.col_scale_stride] = host_recip(s);
+    for (int w = 0; w < kWarps; ++w) {
+      const uint32_t word = warp_column_words[w * (kTile / 2) + j / 2];
+      m = max(m, (j & 1) ? word >> 16 : word & 0xffffu);
+    }
+    const uint32_t bits = abs_bits_of_half_pattern<K>(m);
+    const float s = block_scale(fold_block_amax(0.f, amax_from_abs_bits(bits)), fp8_max, power_2);
+    column_scale[j] = s;
+    io.col_scale[j * io.col_scale_stride] = host_recip(s);
+    const unsigned plain = __ballot_sync(kFull, plain_products(bits, s));
+    if (lane == 0) column_plain[warp] = plain;
   }
   __syncthreads();
   load_rows(raw, true);
@@ -583,14 +665,17 @@ __device__ void quantize_wide_tile_blockwise(const TileIO& io, Format format, bo
 #pragma unroll
   for (int e = 0; e < 4; ++e)
     lo_scale[e] = column_scale[c + e], hi_scale[e] = column_scale[c + 4 + e];
+  const bool plain_columns = ((column_plain[c >> 5] >> (c & 31)) & 0xffu) == 0xffu;
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     const int r = row_of(i);
     float v[8];
     widen8(raw[i], v);
     const float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
-    code_tile[r * kCodePitchWords + c / 4] = fp8x4_scaled(lo, lo_scale, format);
-    code_tile[r * kCodePitchWords + c / 4 + 1] = fp8x4_scaled(hi, hi_scale, format);
+    code_tile[r * kCodePitchWords + c / 4] =
+        plain_columns ? plain_codes(lo, lo_scale) : fp8x4_scaled(lo, lo_scale, format);
+    code_tile[r * kCodePitchWords + c / 4 + 1] =
+        plain_columns ? plain_codes(hi, hi_scale) : fp8x4_scaled(hi, hi_scale, format);
   }
   __syncthreads();
   write_columnwise_codes<false>(io, code_tile);
