@@ -299,6 +299,34 @@ TEST_P(ConvertExhaustive, RandomFloatsRoundToNearest) {
   EXPECT_EQ(wrong, 0);
 }
 
+// The blockwise activation cast (quantize_wide_tile_blockwise) takes its
+// maxima of |x| on the 16-bit patterns with the sign cleared, then widens
+// the maximum: that is the maximum of the widened values' float bits only
+// if widening orders the 32767 magnitude patterns as their bits do (NaN
+// payloads included, every NaN above infinity).
+TEST_P(ConvertExhaustive, MagnitudePatternsOrderAsTheirFloatBits) {
+  const Format& f = GetParam();
+  auto abs_float_bits = [&](uint16_t h) { return float_to_bits(f.to_float(h)) & 0x7fffffffu; };
+  int64_t wrong = 0;
+  for (uint32_t h = 1; h <= 0x7fffu; ++h) {
+    const uint32_t below = abs_float_bits(static_cast<uint16_t>(h - 1));
+    const uint32_t at = abs_float_bits(static_cast<uint16_t>(h));
+    if (!(below < at) && wrong++ < 5)
+      ADD_FAILURE() << f.name << ": 0x" << std::hex << h << " widens to 0x" << at
+                    << ", not above 0x" << (h - 1) << "'s 0x" << below;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(abs_float_bits(static_cast<uint16_t>(f.inf_bits + 1)), 0x7f800000u) << f.name;
+  EXPECT_EQ(abs_float_bits(f.inf_bits), 0x7f800000u) << f.name;
+  // The sign bit is the only bit the cast clears.
+  for (uint32_t h = 0; h <= 0x7fffu; ++h)
+    if (abs_float_bits(static_cast<uint16_t>(h | 0x8000u)) !=
+            abs_float_bits(static_cast<uint16_t>(h)) &&
+        wrong++ < 5)
+      ADD_FAILURE() << f.name << ": 0x" << std::hex << (h | 0x8000u) << " and 0x" << h;
+  EXPECT_EQ(wrong, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, ConvertExhaustive, ::testing::Values(kFp16, kBf16),
                          [](const ::testing::TestParamInfo<Format>& info) {
                            return std::string(info.param.mantissa_bits == 10 ? "Fp16" : "Bf16");
