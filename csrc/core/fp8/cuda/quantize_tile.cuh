@@ -99,6 +99,15 @@ __device__ __forceinline__ float tile_block_scale(float folded, float* scratch, 
   return tile_scale;
 }
 
+// Four products v[e] * s[e] as FP8 codes, packed little-endian (byte e from
+// v[e]), two conversions at a time. Only for products that need none of
+// host_mul's NaN handling (plain_products): then they equal fp8x4's bits.
+__device__ __forceinline__ uint32_t fp8x4_plain(const float (&v)[4], const float (&s)[4],
+                                                Format format) {
+  return device_to_fp8x2(__fmul_rn(v[0], s[0]), __fmul_rn(v[1], s[1]), format) |
+         device_to_fp8x2(__fmul_rn(v[2], s[2]), __fmul_rn(v[3], s[3]), format) << 16;
+}
+
 // Four values times `s` as FP8 codes, packed little-endian (byte e from
 // v[e]): device_to_fp8(host_mul(v[e], s)) each, two conversions at a time
 // when none of the products needs host_mul's NaN handling (plain_products).
@@ -106,9 +115,10 @@ __device__ __forceinline__ uint32_t fp8x4(const float (&v)[4], float s, Format f
   uint32_t m = 0;
 #pragma unroll
   for (int e = 0; e < 4; ++e) m = max(m, abs_bits(v[e]));
-  if (plain_products(m, s))
-    return device_to_fp8x2(__fmul_rn(v[0], s), __fmul_rn(v[1], s), format) |
-           device_to_fp8x2(__fmul_rn(v[2], s), __fmul_rn(v[3], s), format) << 16;
+  if (plain_products(m, s)) {
+    const float ss[4] = {s, s, s, s};
+    return fp8x4_plain(v, ss, format);
+  }
   uint32_t q = 0;
 #pragma unroll
   for (int e = 0; e < 4; ++e)
@@ -123,9 +133,7 @@ __device__ __forceinline__ uint32_t fp8x4_scaled(const float (&v)[4], const floa
   bool plain = true;
 #pragma unroll
   for (int e = 0; e < 4; ++e) plain = plain && plain_products(abs_bits(v[e]), s[e]);
-  if (plain)
-    return device_to_fp8x2(__fmul_rn(v[0], s[0]), __fmul_rn(v[1], s[1]), format) |
-           device_to_fp8x2(__fmul_rn(v[2], s[2]), __fmul_rn(v[3], s[3]), format) << 16;
+  if (plain) return fp8x4_plain(v, s, format);
   uint32_t q = 0;
 #pragma unroll
   for (int e = 0; e < 4; ++e)
@@ -541,12 +549,6 @@ __device__ void quantize_wide_tile_blockwise(const TileIO& io, Format format, bo
       v[2 * e + 1] = widen<K>(static_cast<uint16_t>(words[e] >> 16));
     }
   };
-  // Four values times one scale each (s[e]) as FP8 codes, two conversions
-  // at a time: what fp8x4_scaled gives when every product is plain.
-  auto plain_codes = [&](const float (&v)[4], const float (&s)[4]) {
-    return device_to_fp8x2(__fmul_rn(v[0], s[0]), __fmul_rn(v[1], s[1]), format) |
-           device_to_fp8x2(__fmul_rn(v[2], s[2]), __fmul_rn(v[3], s[3]), format) << 16;
-  };
 
   // Thread (warp, half) takes rows 2 * warp + half + 16 * i, i = 0 .. 7.
   // `again`: a load the compiler may not merge with the first pass's.
@@ -624,7 +626,7 @@ __device__ void quantize_wide_tile_blockwise(const TileIO& io, Format format, bo
       uint2 q;
       if ((plain_rows >> owner) & 1u) {
         const float ss[4] = {s, s, s, s};
-        q = make_uint2(plain_codes(lo, ss), plain_codes(hi, ss));
+        q = make_uint2(fp8x4_plain(lo, ss, format), fp8x4_plain(hi, ss, format));
       } else {
         q = make_uint2(fp8x4(lo, s, format), fp8x4(hi, s, format));
       }
@@ -673,9 +675,9 @@ __device__ void quantize_wide_tile_blockwise(const TileIO& io, Format format, bo
     widen8(raw[i], v);
     const float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
     code_tile[r * kCodePitchWords + c / 4] =
-        plain_columns ? plain_codes(lo, lo_scale) : fp8x4_scaled(lo, lo_scale, format);
+        plain_columns ? fp8x4_plain(lo, lo_scale, format) : fp8x4_scaled(lo, lo_scale, format);
     code_tile[r * kCodePitchWords + c / 4 + 1] =
-        plain_columns ? plain_codes(hi, hi_scale) : fp8x4_scaled(hi, hi_scale, format);
+        plain_columns ? fp8x4_plain(hi, hi_scale, format) : fp8x4_scaled(hi, hi_scale, format);
   }
   __syncthreads();
   write_columnwise_codes<false>(io, code_tile);
