@@ -331,8 +331,9 @@ TEST(Sm90KernelSelection, ShortReductionsTakeTheOverlappedGroupSwitch) {
 // changes with them.
 TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   const std::vector<std::string> candidates = {
-      "wgrad_e5m2_bf16_fastcoop128x256", "forward_e4m3_bf16_halfcoop128x256_widestore",
-      "dgrad_e5m2_bf16_halfcoop128x256_widestore", "forward_bf16_coop128x256_widestore"};
+      "wgrad_e5m2_bf16_fastcoop128x256",           "forward_e4m3_bf16_halfcoop128x256_widestore",
+      "dgrad_e5m2_bf16_halfcoop128x256_widestore", "forward_bf16_coop128x256_widestore",
+      "forward_e4m3_bf16_block_pipecoop128x128",   "dgrad_e4m3_bf16_block_pipecoop128x128"};
   int listed = 0;
   for (const KernelEntry& e : all_kernels())
     for (const std::string& c : candidates) listed += c == e.name;
@@ -375,6 +376,15 @@ TEST(Sm90KernelSelection, TuningCandidatesRunOnlyWhenForced) {
   set_kernel_override("wgrad_e5m2_bf16_fastcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kBf16, long_groups),
             "wgrad_e5m2_bf16_fastcoop128x256");
+  // The pipelined blockwise promotion: blockwise scales only.
+  set_kernel_override("forward_e4m3_bf16_block_pipecoop128x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, long_groups, true),
+            "forward_e4m3_bf16_block_pipecoop128x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, long_groups),
+            "forward_e4m3_bf16_halfcoop128x256");
+  set_kernel_override("dgrad_e4m3_bf16_block_pipecoop128x128");
+  EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, long_groups, true),
+            "dgrad_e4m3_bf16_block_pipecoop128x128");
   // The override names E5M2 x E4M3 to bf16: other formats keep their kernel.
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, long_groups), "wgrad_e4m3_bf16_coop128x128");
   set_kernel_override("");

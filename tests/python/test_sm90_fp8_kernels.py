@@ -560,6 +560,54 @@ def _block_operands(role, gen, groups, rows, k, n, splits, dtype=torch.bfloat16)
                                          engine=engine)), ref
 
 
+PIPELINED_BLOCK_KERNELS = [k for k in BLOCK_KERNELS if "_block_pipecoop" in k] or [
+    pytest.param("none", marks=pytest.mark.skip(
+        reason="no pipelined blockwise candidate built (GL_SM90_TUNING, sm90 engine)"))]
+
+
+@pytest.mark.parametrize("reduction", [128, 256, 640, 1024], ids=lambda r: f"R{r}")
+@pytest.mark.parametrize("pipelined_kernel", PIPELINED_BLOCK_KERNELS)
+def test_pipelined_block_promotion_gives_the_production_bits(pipelined_kernel, reduction, gen):
+    """The pipelined blockwise promotion (block_pipelined_promotion_mainloop.cuh)
+    runs CUTLASS's operations in CUTLASS's order, only overlapped: the same
+    bits as the kernel it would replace, for 1, 2, 5 and 8 k-tiles (each path
+    of its loop)."""
+    if not _sm90_available():
+        pytest.skip("needs an sm_90 GPU")
+    kernel = pipelined_kernel
+    role, a_fmt = kernel.split("_")[:2]
+    production = kernel.replace("_pipecoop", "_coop")
+    assert production in ops.kernel_names("cuda", ENGINE)
+    groups, rows, width = 6, 1100, 384  # width: the output's columns
+    splits = make_splits(gen, rows, groups, "random_with_zeros")
+    if role == "forward":
+        k, n = reduction, width
+        x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
+        sx = block_scales(gen, (rows, cdiv(k, BLOCK)))
+        sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
+        run = lambda out: ops.fp8_forward(x, sx, w, sw, None, splits, out=out, engine=ENGINE)
+    else:
+        k, n = width, reduction
+        dy, w = codes(gen, (rows, n), a_fmt), codes(gen, (groups, n, k), "e4m3")
+        sdy = block_scales(gen, (rows, cdiv(n, BLOCK)))
+        sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
+        w_t = w.float().transpose(1, 2).contiguous().to(w.dtype)
+        sw_t = sw.transpose(1, 2).contiguous()
+        run = lambda out: ops.fp8_dgrad(dy, sdy, w_t, sw_t, splits, out=out, engine=ENGINE)
+    outs = {}
+    try:
+        for name in (production, kernel):
+            ops.set_kernel_override("cuda", ENGINE, name)
+            out, guards_intact = guarded_output((rows, width), torch.bfloat16)  # NaN-filled
+            run(out)
+            assert guards_intact(), f"{name} wrote outside its output"
+            outs[name] = out
+    finally:
+        ops.set_kernel_override("cuda", ENGINE, "")
+    assert not torch.isnan(outs[kernel]).any(), f"{kernel} left elements unwritten"
+    assert torch.equal(outs[production], outs[kernel]), f"{kernel}: bits differ from {production}"
+
+
 @pytest.mark.parametrize("dtype", OUTPUTS, ids=OUTPUT_IDS)
 @pytest.mark.parametrize("role", ["forward", "dgrad", "wgrad"])
 def test_block_scaled_kernels_agree_with_emulation(role, dtype, gen):

@@ -19,6 +19,32 @@
 
 namespace grouped_linear::cuda::sm90 {
 
+// The scales of every stage broadcast over the tile, as CUTLASS's blockwise
+// mainloop views them: (BLK_M, BLK_N, (BLK_K, PIPE)) for A's and B's. Base:
+// a blockwise mainloop (StridedScaleMainloop).
+template <class Base>
+CUTLASS_DEVICE auto broadcast_scale_views(typename Base::TensorStorage& shared_tensors) {
+  using namespace cute;
+  using TileShape = typename Base::TileShape;
+  using SmemLayoutSFA = typename Base::SmemLayoutSFA;
+  using SmemLayoutSFB = typename Base::SmemLayoutSFB;
+  Tensor sSFA = make_tensor(
+      make_smem_ptr(shared_tensors.smem_SFA.data()),
+      make_layout(
+          make_shape(shape<0>(SmemLayoutSFA{}), get<1>(TileShape{}),
+                     make_shape(shape<1>(SmemLayoutSFA{}), shape<2>(SmemLayoutSFA{}))),
+          make_stride(stride<0>(SmemLayoutSFA{}), _0{},
+                      make_stride(stride<1>(SmemLayoutSFA{}), stride<2>(SmemLayoutSFA{})))));
+  Tensor sSFB = make_tensor(
+      make_smem_ptr(shared_tensors.smem_SFB.data()),
+      make_layout(
+          make_shape(get<0>(TileShape{}), shape<0>(SmemLayoutSFB{}),
+                     make_shape(shape<1>(SmemLayoutSFB{}), shape<2>(SmemLayoutSFB{}))),
+          make_stride(_0{}, stride<0>(SmemLayoutSFB{}),
+                      make_stride(stride<1>(SmemLayoutSFB{}), stride<2>(SmemLayoutSFB{})))));
+  return cute::make_tuple(sSFA, sSFB);
+}
+
 // Base: the blockwise mainloop built for a 128x256 cooperative
 // configuration (StridedScaleMainloop of grouped_gemm_sm90.cuh). Only the
 // consumer side changes: its TiledMma, mma() and mma_tail() (HalfWidthMma's
@@ -41,25 +67,9 @@ struct BlockHalfPromotionMainloop : Base {
                           typename Base::TensorStorage& shared_tensors,
                           typename Base::Params const&) {
     using namespace cute;
-    using TileShape = typename Base::TileShape;
-    using SmemLayoutSFA = typename Base::SmemLayoutSFA;
-    using SmemLayoutSFB = typename Base::SmemLayoutSFB;
-    // The scales of a stage broadcast over the tile, as CUTLASS's mainloop
-    // views them: (BLK_M, BLK_N, (BLK_K, PIPE)).
-    Tensor sSFA = make_tensor(
-        make_smem_ptr(shared_tensors.smem_SFA.data()),
-        make_layout(
-            make_shape(shape<0>(SmemLayoutSFA{}), get<1>(TileShape{}),
-                       make_shape(shape<1>(SmemLayoutSFA{}), shape<2>(SmemLayoutSFA{}))),
-            make_stride(stride<0>(SmemLayoutSFA{}), _0{},
-                        make_stride(stride<1>(SmemLayoutSFA{}), stride<2>(SmemLayoutSFA{})))));
-    Tensor sSFB = make_tensor(
-        make_smem_ptr(shared_tensors.smem_SFB.data()),
-        make_layout(
-            make_shape(get<0>(TileShape{}), shape<0>(SmemLayoutSFB{}),
-                       make_shape(shape<1>(SmemLayoutSFB{}), shape<2>(SmemLayoutSFB{}))),
-            make_stride(_0{}, stride<0>(SmemLayoutSFB{}),
-                        make_stride(stride<1>(SmemLayoutSFB{}), stride<2>(SmemLayoutSFB{})))));
+    auto scale_views = broadcast_scale_views<Base>(shared_tensors);
+    Tensor sSFA = get<0>(scale_views);
+    Tensor sSFB = get<1>(scale_views);
 
     TiledMma tiled_mma;
     auto fragments = Mma::fragments(tiled_mma, thread_idx, shared_tensors, accum);

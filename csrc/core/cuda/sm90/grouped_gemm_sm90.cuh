@@ -300,15 +300,11 @@ struct SetupArgs {
   alignas(16) int32_t host_sizes[kMaxHostGroups];
 };
 
-// Group g's size as given (host or device), negative read as 0.
-__device__ inline int64_t group_rows(const SetupArgs& args, int g) {
-  int64_t size;
-  if (args.device_sizes == nullptr)
-    size = args.host_sizes[g];
-  else if (args.device_sizes_int64)
-    size = static_cast<const int64_t*>(args.device_sizes)[g];
-  else
-    size = static_cast<const int32_t*>(args.device_sizes)[g];
+// Group g's size from the device list (int32 or int64), negative read as 0.
+// Host sizes are read four at a time by stage_group_sizes instead.
+__device__ inline int64_t device_group_rows(const SetupArgs& args, int g) {
+  const int64_t size = args.device_sizes_int64 ? static_cast<const int64_t*>(args.device_sizes)[g]
+                                               : static_cast<const int32_t*>(args.device_sizes)[g];
   return size < 0 ? 0 : size;
 }
 
@@ -322,7 +318,7 @@ __device__ inline int64_t group_rows(const SetupArgs& args, int g) {
 __device__ inline void stage_group_sizes(const SetupArgs& args, int64_t* sizes) {
   const int groups = args.num_groups;
   if (args.device_sizes != nullptr) {
-    for (int g = threadIdx.x; g < groups; g += blockDim.x) sizes[g] = group_rows(args, g);
+    for (int g = threadIdx.x; g < groups; g += blockDim.x) sizes[g] = device_group_rows(args, g);
     return;
   }
   const int lane = threadIdx.x % 32, warps = blockDim.x / 32;

@@ -96,6 +96,10 @@
 // -0.10..+0.09, bf16's forward -0.07..+0.07 and -0.06..+0.09 (H100:
 // benchmarks/h100-2026-12-05-d75c52e-tune-*.json; H200, one run of 15
 // timings a kernel: h200-2026-12-06-f0723be-tune-*-widestore.json).
+// The blockwise-scaled forward and E4M3 dgrad with the pipelined promotion
+// (block_pipelined_promotion_mainloop.cuh: a k-block's MMAs run while the
+// previous one's sums are scaled), against CUTLASS's mainloop on the same
+// 128x128 tile; the same bits (tests/python/test_sm90_fp8_kernels.py).
 // Candidates that lost were removed, with the run that decided:
 //  - the direct store (sources in commit 123ff57): an epilogue that wrote
 //    each thread's accumulators to global memory from registers (16-byte
@@ -237,7 +241,9 @@
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)
+  X(forward_bf16_coop128x256_widestore)          \
+  X(forward_e4m3_bf16_block_pipecoop128x128)     \
+  X(dgrad_e4m3_bf16_block_pipecoop128x128)
 
 namespace grouped_linear::cuda::sm90 {
 

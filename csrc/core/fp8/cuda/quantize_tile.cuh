@@ -108,6 +108,12 @@ __device__ __forceinline__ uint32_t fp8x4_plain(const float (&v)[4], const float
          device_to_fp8x2(__fmul_rn(v[2], s[2]), __fmul_rn(v[3], s[3]), format) << 16;
 }
 
+// fp8x4_plain with one scale for all four values.
+__device__ __forceinline__ uint32_t fp8x4_plain(const float (&v)[4], float s, Format format) {
+  const float each[4] = {s, s, s, s};
+  return fp8x4_plain(v, each, format);
+}
+
 // Four values times `s` as FP8 codes, packed little-endian (byte e from
 // v[e]): device_to_fp8(host_mul(v[e], s)) each, two conversions at a time
 // when none of the products needs host_mul's NaN handling (plain_products).
@@ -115,10 +121,7 @@ __device__ __forceinline__ uint32_t fp8x4(const float (&v)[4], float s, Format f
   uint32_t m = 0;
 #pragma unroll
   for (int e = 0; e < 4; ++e) m = max(m, abs_bits(v[e]));
-  if (plain_products(m, s)) {
-    const float ss[4] = {s, s, s, s};
-    return fp8x4_plain(v, ss, format);
-  }
+  if (plain_products(m, s)) return fp8x4_plain(v, s, format);
   uint32_t q = 0;
 #pragma unroll
   for (int e = 0; e < 4; ++e)
@@ -625,8 +628,7 @@ __device__ void quantize_wide_tile_blockwise(const TileIO& io, Format format, bo
       const float lo[4] = {v[0], v[1], v[2], v[3]}, hi[4] = {v[4], v[5], v[6], v[7]};
       uint2 q;
       if ((plain_rows >> owner) & 1u) {
-        const float ss[4] = {s, s, s, s};
-        q = make_uint2(fp8x4_plain(lo, ss, format), fp8x4_plain(hi, ss, format));
+        q = make_uint2(fp8x4_plain(lo, s, format), fp8x4_plain(hi, s, format));
       } else {
         q = make_uint2(fp8x4(lo, s, format), fp8x4(hi, s, format));
       }
