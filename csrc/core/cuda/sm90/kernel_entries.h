@@ -100,6 +100,9 @@
 // (block_pipelined_promotion_mainloop.cuh: a k-block's MMAs run while the
 // previous one's sums are scaled), against CUTLASS's mainloop on the same
 // 128x128 tile; the same bits (tests/python/test_sm90_fp8_kernels.py).
+// Written 2026-12-07 and not yet run on a GPU: ptxas gives 168 registers,
+// no spill, no serialized wgmma, and one wait of its own after each tile's
+// first k-block.
 // Candidates that lost were removed, with the run that decided:
 //  - the direct store (sources in commit 123ff57): an epilogue that wrote
 //    each thread's accumulators to global memory from registers (16-byte
