@@ -39,14 +39,21 @@ struct BlockPipelinedPromotionMainloop : Base {
     Tensor sSFA = get<0>(scale_views);
     Tensor sSFB = get<1>(scale_views);
 
-    typename Base::TiledMma tiled_mma;
-    auto thread_mma = tiled_mma.get_slice(thread_idx);
-    Tensor tCrA = thread_mma.make_fragment_A(thread_mma.partition_A(sA));  // (MMA,M,K,PIPE)
-    Tensor tCrB = thread_mma.make_fragment_B(thread_mma.partition_B(sB));  // (MMA,N,K,PIPE)
+    using TiledMma = typename Base::TiledMma;
+    TiledMma tiled_mma;
+    // The operands' descriptors are a warpgroup's (its index made
+    // warp-uniform, as CUTLASS's mainloops do); the scales are a thread's.
+    constexpr int kWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+    const Layout warp_groups =
+        make_layout(Int<kWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+    const int warp_group = __shfl_sync(0xffffffff, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
+    auto warp_group_mma = tiled_mma.get_slice(warp_groups(warp_group));
+    Tensor tCrA = warp_group_mma.make_fragment_A(warp_group_mma.partition_A(sA));  // (MMA,M,K,PIPE)
+    Tensor tCrB = warp_group_mma.make_fragment_B(warp_group_mma.partition_B(sB));  // (MMA,N,K,PIPE)
     // Each accumulator element's scales, broadcasts kept: a thread holds only
     // its rows' distinct row scales and the tile's one column scale.
-    Tensor tCsSFA = thread_mma.partition_C(sSFA);  // (MMA,M,N,(K,PIPE))
-    Tensor tCsSFB = thread_mma.partition_C(sSFB);
+    Tensor tCsSFA = tiled_mma.get_slice(thread_idx).partition_C(sSFA);  // (MMA,M,N,(K,PIPE))
+    Tensor tCsSFB = tiled_mma.get_slice(thread_idx).partition_C(sSFB);
     Tensor tCrSFA = make_tensor_like<typename Base::ElementBlockScale>(tCsSFA(_, _, _, _0{}));
     Tensor tCrSFB = make_tensor_like<typename Base::ElementBlockScale>(tCsSFB(_, _, _, _0{}));
 
