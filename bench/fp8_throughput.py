@@ -138,19 +138,19 @@ def dense_fp8_block(role: str, case: ThroughputCase, device) -> callable:
 def block_product(role: str, case: ThroughputCase, xq, wq, wq_t, dy_e4m3, xq_t, dy_e4m3_t,
                   splits, device) -> callable:
     """Our block-scaled kernel of `role` on E4M3 codes with random block scales
-    in the layouts of core/fp8/fp8_tensor.h."""
+    in the layouts of core/fp8/fp8_tensor.h (the activations' block-major)."""
     gen = torch.Generator(device=device).manual_seed(2)
     T, K, N, G = case.T, case.K, case.N, case.G
     if role == "fwd":
-        sx = _scales((T, _cdiv(K, 128)), device, gen)
+        sx = _scales((_cdiv(K, 128), T), device, gen)
         sw = _scales((G, _cdiv(N, 128), _cdiv(K, 128)), device, gen)
         return lambda: ops.fp8_forward(xq, sx, wq, sw, None, splits)
     if role == "dgrad":
-        sdy = _scales((T, _cdiv(N, 128)), device, gen)
+        sdy = _scales((_cdiv(N, 128), T), device, gen)
         sw_t = _scales((G, _cdiv(K, 128), _cdiv(N, 128)), device, gen)
         return lambda: ops.fp8_dgrad(dy_e4m3, sdy, wq_t, sw_t, splits)
     columns = _cdiv(T, 128) + G  # column-wise 1 x 128 blocks, restarting at each group
-    sdy_t, sx_t = _scales((N, columns), device, gen), _scales((K, columns), device, gen)
+    sdy_t, sx_t = _scales((columns, N), device, gen), _scales((columns, K), device, gen)
     return lambda: ops.fp8_wgrad(dy_e4m3_t, sdy_t, xq_t, sx_t, splits, T)
 
 

@@ -91,7 +91,7 @@ at::Tensor fp8_forward(const at::Tensor& x, const at::Tensor& x_scale_inv, const
   p.x.format = format_of(x, "inp");
   p.x.rowwise = matrix_view(x, "inp");
   p.x.rowwise_scale =
-      scale_of(x_scale_inv, 1, {x.size(0), blocks_of(x.size(1))}, 1, x, "inp_scale_inv");
+      scale_of(x_scale_inv, 1, {blocks_of(x.size(1)), x.size(0)}, 1, x, "inp_scale_inv");
   p.w.format = format_of(w, "weight");
   p.w.rowwise = grouped_view(w, "weight");
   p.w.rowwise_scale =
@@ -124,7 +124,7 @@ at::Tensor fp8_dgrad(const at::Tensor& dy, const at::Tensor& dy_scale_inv, const
   fp8::DgradProblem p;
   p.dy.format = format_of(dy, "grad_output");
   p.dy.rowwise = matrix_view(dy, "grad_output");
-  p.dy.rowwise_scale = scale_of(dy_scale_inv, 1, {dy.size(0), blocks_of(dy.size(1))}, 1, dy,
+  p.dy.rowwise_scale = scale_of(dy_scale_inv, 1, {blocks_of(dy.size(1)), dy.size(0)}, 1, dy,
                                 "grad_output_scale_inv");
   p.w.format = format_of(w_t, "weight_t");
   p.w.columnwise = grouped_view(w_t, "weight_t");
@@ -159,13 +159,13 @@ at::Tensor fp8_wgrad(const at::Tensor& dy_t, const at::Tensor& dy_scale_inv, con
   fp8::WgradProblem p;
   p.dy.format = format_of(dy_t, "grad_output_t");
   p.dy.columnwise = matrix_view(dy_t, "grad_output_t");
-  // Column-wise block scales: [C, column_block_capacity(T, G)] (fp8_tensor.h).
+  // Column-wise block scales: [column_block_capacity(T, G), C] (fp8_tensor.h).
   const int64_t capacity = fp8::column_block_capacity(total_rows, groups);
   p.dy.columnwise_scale =
-      scale_of(dy_scale_inv, 1, {dy_t.size(0), capacity}, 1, dy_t, "grad_output_scale_inv");
+      scale_of(dy_scale_inv, 1, {capacity, dy_t.size(0)}, 1, dy_t, "grad_output_scale_inv");
   p.x.format = format_of(x_t, "inp_t");
   p.x.columnwise = matrix_view(x_t, "inp_t");
-  p.x.columnwise_scale = scale_of(x_scale_inv, 1, {x_t.size(0), capacity}, 1, x_t, "inp_scale_inv");
+  p.x.columnwise_scale = scale_of(x_scale_inv, 1, {capacity, x_t.size(0)}, 1, x_t, "inp_scale_inv");
   p.dw = grouped_view(dw, "out");
   p.accumulate = accumulate;
   p.splits = splits.view();

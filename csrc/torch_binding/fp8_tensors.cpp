@@ -215,9 +215,9 @@ fp8::QuantizedWeight Fp8Weight::view() const {
 namespace {
 
 // The copies of x [T, C] asked for; row-wise [T, C], column-wise
-// [C, padded_columns(T, G)]. Padding between groups is zero (written by the
-// quantize op), so a GEMM tile that reads past a group's last column
-// multiplies zeros.
+// [C, padded_columns(T, G)], their block scales block-major (fp8_tensor.h):
+// [ceil(C/128), T] and [column_block_capacity(T, G), C]. Padding between groups is zero (written by
+// the quantize op), so a GEMM tile that reads past a group's last column multiplies zeros.
 OperandCopies activation_copies(const at::Tensor& x, const GroupSplits& splits,
                                 const QuantizeSpec& spec, bool rowwise, bool columnwise,
                                 Fp8Activation& q) {
@@ -230,13 +230,13 @@ OperandCopies activation_copies(const at::Tensor& x, const GroupSplits& splits,
   const at::ScalarType type = code_scalar_type(spec.format);
   if (rowwise) {
     copies.row = CopyShape{{t, c}, {1}, type, &q.row, &q.row_scale_inv};
-    if (spec.blockwise()) copies.row->scale_sizes = {t, ceil_div(c, block)};
+    if (spec.blockwise()) copies.row->scale_sizes = {ceil_div(c, block), t};
   }
   if (columnwise) {
     copies.col =
         CopyShape{{c, fp8::padded_columns(t, groups)}, {1}, type, &q.col, &q.col_scale_inv};
     if (spec.blockwise())
-      copies.col->scale_sizes = {c, fp8::column_block_capacity(t, groups, block)};
+      copies.col->scale_sizes = {fp8::column_block_capacity(t, groups, block), c};
   }
   return copies;
 }

@@ -279,7 +279,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fp8_forwa
     const int64_t align = fp8::kGroupAlign;
     const c10::SymInt padded = (t + (align - 1) * groups + (align - 1)) / align * align;
     xc = at::empty_symint({k, padded}, codes);
-    xs = spec.blockwise() ? at::empty_symint({k, ceil_div_sym(t, spec.block_cols) + groups}, floats)
+    xs = spec.blockwise() ? at::empty_symint({ceil_div_sym(t, spec.block_cols) + groups, k}, floats)
                           : at::empty({1}, floats);
   }
   if (input_grad) {

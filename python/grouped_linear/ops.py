@@ -115,8 +115,8 @@ def fp8_forward(inp: torch.Tensor, inp_scale_inv: torch.Tensor, weight: torch.Te
     """FP8 forward on quantized operands: inp [T, K] and weight [G, N, K] in
     torch.float8_e4m3fn/e5m2 with float32 scale_inv, per-tensor (inp_scale_inv
     [1], weight_scale_inv [G]) or blockwise (Float8BlockScaling: inp_scale_inv
-    [T, ceil(K/128)] for 1x128 blocks, weight_scale_inv [G, ceil(N/128),
-    ceil(K/128)] for 128x128 blocks). y_g = dequant(x_g) @ dequant(w_g).T
+    [ceil(K/128), T] for 1x128 blocks, block-major: block b of row r at [b, r];
+    weight_scale_inv [G, ceil(N/128), ceil(K/128)] for 128x128 blocks). y_g = dequant(x_g) @ dequant(w_g).T
     (+ bias[g]). engine="emulate" forces the dequantize-then-float32 emulation.
     split_accumulator=False allows a fast-accumulation kernel (a recipe's
     use_split_accumulator; the emulation sums in float32 either way); the
@@ -132,7 +132,7 @@ def fp8_dgrad(grad_output: torch.Tensor, grad_output_scale_inv: torch.Tensor,
               engine: str = "", split_accumulator: bool = True) -> torch.Tensor:
     """FP8 dgrad: grad_output [T, N], weight_t [G, K, N] (each expert's weight
     transposed, the column-wise copy). dx_g = dy_g @ w_g. Scales per-tensor
-    ([1], [G]) or blockwise ([T, ceil(N/128)], [G, ceil(K/128), ceil(N/128)])."""
+    ([1], [G]) or blockwise ([ceil(N/128), T], [G, ceil(K/128), ceil(N/128)])."""
     return _C.ops.fp8_dgrad(grad_output, grad_output_scale_inv, weight_t, weight_scale_inv,
                             _splits_tensor(m_splits), out, out_dtype, engine,
                             _bool(split_accumulator, "split_accumulator"))
@@ -148,8 +148,8 @@ def fp8_wgrad(grad_output_t: torch.Tensor, grad_output_scale_inv: torch.Tensor,
     _C.fp8.GROUP_ALIGN = 32, with zeros in the columns between, as the
     quantizers write them: the sm90 kernels read them as part of the group).
     dw_g = dy_g.T @ x_g, added to `out` when accumulate. Scales per-tensor ([1]
-    each) or blockwise: [N, C] and [K, C] with C = ceil(T/128) + G, group g's
-    1x128 blocks (restarting at its first row) from column
+    each) or blockwise, block-major: [B, N] and [B, K] with B = ceil(T/128) + G,
+    group g's 1x128 blocks (restarting at its first row) from block
     sum_{j<g} ceil(m_j/128)."""
     return _C.ops.fp8_wgrad(grad_output_t, grad_output_scale_inv, inp_t, inp_scale_inv,
                             _splits_tensor(m_splits), total_rows, out, accumulate, out_dtype,

@@ -65,7 +65,10 @@ ActivationExpect expect_activation(const ActivationCase& a, const Buf& scale_in,
     if (a.rowwise) {
       for (int64_t r = 0; r < t; ++r)
         for (int64_t ch = 0; ch < c; ++ch) e.row.host[r * a.row_stride + ch] = q[r * c + ch];
-      for (size_t i = 0; i < s.size(); ++i) std::memcpy(&e.row_scale.host[i * 4], &s[i], 4);
+      // Block-major scales (fp8_tensor.h): row r's block b at b * T + r.
+      for (int64_t r = 0; r < t; ++r)
+        for (int64_t b = 0; b < blocks_of(c); ++b)
+          std::memcpy(&e.row_scale.host[(b * t + r) * 4], &s[r * blocks_of(c) + b], 4);
     }
     for (size_t g = 0; g < a.sizes.size(); ++g) {
       const int64_t m = a.sizes[g];
@@ -84,8 +87,8 @@ ActivationExpect expect_activation(const ActivationCase& a, const Buf& scale_in,
       for (int64_t ch = 0; ch < c; ++ch) {
         for (int64_t i = 0; i < m; ++i)
           e.col.host[ch * a.col_stride + l.column[g] + i] = qt[ch * m + i];
-        for (int64_t b = 0; b < blocks_of(m); ++b)
-          std::memcpy(&e.col_scale.host[(ch * a.capacity + l.block[g] + b) * 4],
+        for (int64_t b = 0; b < blocks_of(m); ++b)  // block-major: [capacity, C]
+          std::memcpy(&e.col_scale.host[((l.block[g] + b) * c + ch) * 4],
                       &st[ch * blocks_of(m) + b], 4);
       }
     }

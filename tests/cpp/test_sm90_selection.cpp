@@ -419,20 +419,22 @@ TEST(Sm90KernelSelection, NamesAreUniqueAndDescribeTheKernel) {
 // The CPU quantizer (bit-identical to the CUDA one) writes the layouts of
 // core/fp8/fp8_tensor.h. Each GEMM operand element is rebuilt here the way
 // the kernel reads it: the code at the setup's per-group address, the scale
-// at group_block_scales' offset + (row / granularity) * row_stride + k / 128
-// (CUTLASS's K-major scale layout), and must equal the dequantized copy.
+// at group_block_scales' offset + (row / granularity) * row_stride +
+// (k / 128) * block_stride (the layout the setup gives CUTLASS), and must
+// equal the dequantized copy.
 
 // Every element of one operand [rows, depth]: code index code_at(row, kk),
 // against expected(row, kk).
 template <class CodeAt, class Expected>
 void expect_operand(const std::string& what, int64_t rows, int64_t depth, const gl_test::Buf& codes,
-                    const gl_test::Buf& scales, int64_t offset, int64_t row_stride, int granularity,
-                    CodeAt code_at, Expected expected) {
+                    const gl_test::Buf& scales, int64_t offset, int64_t row_stride,
+                    int64_t block_stride, int granularity, CodeAt code_at, Expected expected) {
   const int64_t code_count = static_cast<int64_t>(codes.size());
   const int64_t scale_count = static_cast<int64_t>(scales.size() / sizeof(float));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t kk = 0; kk < depth; ++kk) {
-      const int64_t c = code_at(r, kk), s = offset + r / granularity * row_stride + kk / 128;
+      const int64_t c = code_at(r, kk),
+                    s = offset + r / granularity * row_stride + kk / 128 * block_stride;
       ASSERT_TRUE(c >= 0 && c < code_count && s >= 0 && s < scale_count)
           << what << ": code " << c << " or scale " << s << " out of bounds";
       const float value = grouped_linear::fp8::from_fp8(codes.host[static_cast<size_t>(c)],
@@ -481,7 +483,7 @@ TEST(Sm90BlockScales, EveryGroupReadsItsOwnScales) {
   fp8::quantize_weight(w.request(false, cpu), ctx);
   gl_test::HostTensor w_values(DType::kFloat32, groups, n, k);
   fp8::dequantize_weight(w.quantized(false, cpu), false, w_values.grouped_view(), ctx);
-  const int64_t padded = x.col_stride, capacity = fp8::column_block_capacity(t, groups);
+  const int64_t padded = x.col_stride;
   ASSERT_EQ(dy.col_stride, padded);
 
   // The setup's scan: each group's first row, column-wise column and scale block.
@@ -490,35 +492,35 @@ TEST(Sm90BlockScales, EveryGroupReadsItsOwnScales) {
     const int64_t m = sizes[static_cast<size_t>(g)];
     const std::string group = " of group " + std::to_string(g);
     // fwd: A = X rows [m, K], B = W_g [N, K] in 128 x 128 blocks.
-    GroupBlockScales s = group_block_scales(Role::kForward, g, begin, block, n, k, capacity);
+    GroupBlockScales s = group_block_scales(Role::kForward, g, begin, block, n, k, t);
     expect_operand(
-        "fwd A" + group, m, k, x.row, x.row_scale, s.a_offset, s.a_row_stride, 1,
+        "fwd A" + group, m, k, x.row, x.row_scale, s.a_offset, s.a_row_stride, s.a_block_stride, 1,
         [&](int64_t r, int64_t kk) { return (begin + r) * k + kk; },
         [&](int64_t r, int64_t kk) { return x_rows.at(begin + r, kk); });
     expect_operand(
-        "fwd B" + group, n, k, w.row, w.row_scale, s.b_offset, s.b_row_stride, 128,
-        [&](int64_t c, int64_t kk) { return (g * n + c) * k + kk; },
+        "fwd B" + group, n, k, w.row, w.row_scale, s.b_offset, s.b_row_stride, s.b_block_stride,
+        128, [&](int64_t c, int64_t kk) { return (g * n + c) * k + kk; },
         [&](int64_t c, int64_t kk) { return w_values.at(g, c, kk); });
     // dgrad: A = dY rows [m, N], B = W_gᵀ [K, N] (the column-wise copy).
-    s = group_block_scales(Role::kDgrad, g, begin, block, n, k, capacity);
+    s = group_block_scales(Role::kDgrad, g, begin, block, n, k, t);
     expect_operand(
-        "dgrad A" + group, m, n, dy.row, dy.row_scale, s.a_offset, s.a_row_stride, 1,
-        [&](int64_t r, int64_t kk) { return (begin + r) * n + kk; },
+        "dgrad A" + group, m, n, dy.row, dy.row_scale, s.a_offset, s.a_row_stride, s.a_block_stride,
+        1, [&](int64_t r, int64_t kk) { return (begin + r) * n + kk; },
         [&](int64_t r, int64_t kk) { return dy_rows.at(begin + r, kk); });
     expect_operand(
-        "dgrad B" + group, k, n, w.col, w.col_scale, s.b_offset, s.b_row_stride, 128,
-        [&](int64_t c, int64_t kk) { return (g * k + c) * n + kk; },
+        "dgrad B" + group, k, n, w.col, w.col_scale, s.b_offset, s.b_row_stride, s.b_block_stride,
+        128, [&](int64_t c, int64_t kk) { return (g * k + c) * n + kk; },
         [&](int64_t c, int64_t kk) { return w_values.at(g, kk, c); });
     // wgrad: A = dY_gᵀ [N, m], B = X_gᵀ [K, m], the group's columns of the
     // column-wise copies.
-    s = group_block_scales(Role::kWgrad, g, begin, block, n, k, capacity);
+    s = group_block_scales(Role::kWgrad, g, begin, block, n, k, t);
     expect_operand(
-        "wgrad A" + group, n, m, dy.col, dy.col_scale, s.a_offset, s.a_row_stride, 1,
-        [&](int64_t r, int64_t kk) { return r * padded + column + kk; },
+        "wgrad A" + group, n, m, dy.col, dy.col_scale, s.a_offset, s.a_row_stride, s.a_block_stride,
+        1, [&](int64_t r, int64_t kk) { return r * padded + column + kk; },
         [&](int64_t r, int64_t kk) { return dy_cols.at(begin + kk, r); });
     expect_operand(
-        "wgrad B" + group, k, m, x.col, x.col_scale, s.b_offset, s.b_row_stride, 1,
-        [&](int64_t c, int64_t kk) { return c * padded + column + kk; },
+        "wgrad B" + group, k, m, x.col, x.col_scale, s.b_offset, s.b_row_stride, s.b_block_stride,
+        1, [&](int64_t c, int64_t kk) { return c * padded + column + kk; },
         [&](int64_t c, int64_t kk) { return x_cols.at(begin + kk, c); });
     begin += m;
     column += fp8::round_up(m, fp8::kGroupAlign);

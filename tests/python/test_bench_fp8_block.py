@@ -21,8 +21,8 @@ CASE = ThroughputCase("tiny_block", G=3, K=256, N=160, T=300)
 
 
 def _expand_rows(scales, blocks_of):
-    """[R, ceil(C/128)] -> [R, C]: each scale over its 128 columns."""
-    return scales.double().repeat_interleave(128, dim=1)[:, :blocks_of]
+    """Block-major [ceil(C/128), R] -> [R, C]: each scale over its 128 columns."""
+    return scales.double().t().repeat_interleave(128, dim=1)[:, :blocks_of]
 
 
 def _dequantized_weight(codes, scales):
@@ -63,15 +63,16 @@ def test_block_products_match_float64(role, monkeypatch):
         w_t = _dequantized_weight(wq_t, made[1])  # [G, K, N]
         ref = torch.cat([d[bounds[g]:bounds[g + 1]] @ w_t[g].t() for g in range(G)])
     else:
-        # Column-wise scales: group g's 1 x 128 blocks from column
-        # sum_{j<g} ceil(m_j / 128), restarting at the group's first row.
+        # Column-wise scales, block-major [capacity, C]: group g's 1 x 128
+        # blocks from block sum_{j<g} ceil(m_j / 128), restarting at the
+        # group's first row.
         sdy_t, sx_t = made[0].double(), made[1].double()
         ref = torch.zeros(G, N, K, dtype=torch.float64)
         first_block = 0
         for g, m in enumerate(splits):
             block = torch.arange(m) // 128 + first_block
-            d = dy[bounds[g]:bounds[g + 1]].double() * sdy_t[:, block].t()
-            x = xq[bounds[g]:bounds[g + 1]].double() * sx_t[:, block].t()
+            d = dy[bounds[g]:bounds[g + 1]].double() * sdy_t[block]
+            x = xq[bounds[g]:bounds[g + 1]].double() * sx_t[block]
             ref[g] = d.t() @ x
             first_block += -(-m // 128)
     assert out.shape == ref.shape

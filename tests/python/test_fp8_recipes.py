@@ -286,3 +286,59 @@ def test_delayed_scaling_bad_arguments():
     with pytest.raises(ValueError, match="amax_history: expected a contiguous float32 CPU tensor"):
         fp8.update_delayed_scaling(torch.ones(4, 3, dtype=torch.float64), torch.ones(3),
                                    torch.ones(3), "E4M3")
+
+
+def test_blockwise_ops_read_block_major_activation_scales(gen):
+    """ops.fp8_forward, fp8_dgrad and fp8_wgrad take the activations' 1x128
+    block scales block-major (core/fp8/fp8_tensor.h): row-wise [ceil(C/128),
+    T], column-wise [ceil(T/128) + G, C] with group g's blocks from block
+    sum_{j<g} ceil(m_j/128). The CPU emulation against float64, every block
+    its own scale so that a transposed read shows (float32 outputs: the
+    emulation's float32 sums over K <= 272 stay within 1e-5); the K-major
+    shape is refused, naming the argument and the shape expected."""
+    from bench.fp8_throughput import columnwise
+    from grouped_linear import ops
+    t, k, n, splits = 300, 272, 144, [70, 0, 129, 101]
+    groups, kb, nb = len(splits), -(-k // 128), -(-n // 128)
+    bounds = [sum(splits[:g]) for g in range(groups + 1)]
+    e4m3 = torch.float8_e4m3fn
+    x = (torch.randn(t, k, generator=gen) * 4).to(e4m3)
+    dy = (torch.randn(t, n, generator=gen) * 4).to(e4m3)
+    w = (torch.randn(groups, n, k, generator=gen) * 4).to(e4m3)
+    scales = lambda *shape: torch.rand(*shape, generator=gen) + 0.5  # noqa: E731
+    sx, sdy, sw = scales(kb, t), scales(nb, t), scales(groups, nb, kb)
+    xd = x.double() * sx.double().t().repeat_interleave(128, 1)[:, :k]
+    dyd = dy.double() * sdy.double().t().repeat_interleave(128, 1)[:, :n]
+    wd = w.double() * sw.double().repeat_interleave(128, 1).repeat_interleave(128, 2)[:, :n, :k]
+
+    def close(got, want, what):
+        err = float((got.double() - want).norm() / want.norm())
+        assert err < 1e-5, f"{what}: relative error {err:.2e}"
+
+    y = ops.fp8_forward(x, sx, w, sw, None, splits, out_dtype=torch.float32)
+    close(y, torch.cat([xd[bounds[g]:bounds[g + 1]] @ wd[g].t() for g in range(groups)]), "fwd")
+    w_t, sw_t = w.view(torch.uint8).transpose(1, 2).contiguous().view(e4m3), sw.transpose(1, 2)
+    dx = ops.fp8_dgrad(dy, sdy, w_t, sw_t.contiguous(), splits, out_dtype=torch.float32)
+    close(dx, torch.cat([dyd[bounds[g]:bounds[g + 1]] @ wd[g] for g in range(groups)]), "dgrad")
+
+    # Column-wise: blocks of 128 rows restarting at each group's first row.
+    capacity = -(-t // 128) + groups
+    sdy_c, sx_c = scales(capacity, n), scales(capacity, k)
+    block = torch.cat([torch.arange(m) // 128 + sum(-(-j // 128) for j in splits[:g])
+                       for g, m in enumerate(splits)])
+    dyd_c, xd_c = dy.double() * sdy_c.double()[block], x.double() * sx_c.double()[block]
+    dw = ops.fp8_wgrad(columnwise(dy, splits), sdy_c, columnwise(x, splits), sx_c, splits, t,
+                       out_dtype=torch.float32)
+    want = torch.stack([dyd_c[bounds[g]:bounds[g + 1]].t() @ xd_c[bounds[g]:bounds[g + 1]]
+                        for g in range(groups)])
+    close(dw[[0, 2, 3]], want[[0, 2, 3]], "wgrad")
+    assert torch.equal(dw[1], torch.zeros(n, k)), "wgrad: the empty group's gradient is zeros"
+
+    with pytest.raises(ValueError, match=rf"inp_scale_inv: block scales must be a contiguous "
+                                         rf"tensor of shape \[{kb}, {t}\]"):
+        ops.fp8_forward(x, sx.t().contiguous(), w, sw, None, splits)
+    with pytest.raises(ValueError, match=rf"grad_output_scale_inv: block scales must be a "
+                                         rf"contiguous tensor of shape \[{capacity}, {n}\]"):
+        ops.fp8_wgrad(columnwise(dy, splits), sdy_c.t().contiguous(), columnwise(x, splits), sx_c,
+                      splits, t)
+    assert torch.equal(ops.fp8_forward(x, sx, w, sw, None, splits, out_dtype=torch.float32), y)

@@ -428,20 +428,32 @@ def block_scales(gen, shape):
     return (torch.exp(torch.rand(*shape, generator=gen) * 4 - 2) * 4e-3).to("cuda")
 
 
+def row_block_scales(gen, rows, channels):
+    """A row-wise copy's 1x128 block scales, block-major (core/fp8/fp8_tensor.h):
+    [ceil(C/128), T]."""
+    return block_scales(gen, (cdiv(channels, BLOCK), rows))
+
+
 def column_block_scales(gen, channels, splits):
-    """[C, ceil(T/128) + G]: group g's 1x128 blocks (restarting at its first
-    row) from column sum_{j<g} ceil(m_j/128); the slots past the last
-    group's blocks are never read, so they hold NaN."""
+    """[ceil(T/128) + G, C], block-major: group g's 1x128 blocks (restarting
+    at its first row) from block sum_{j<g} ceil(m_j/128); the blocks past the
+    last group's are never read, so they hold NaN."""
     used = sum(cdiv(m, BLOCK) for m in splits)
-    out = torch.full((channels, cdiv(sum(splits), BLOCK) + len(splits)), float("nan"))
-    out[:, :used] = block_scales(gen, (channels, used)).cpu()
+    out = torch.full((cdiv(sum(splits), BLOCK) + len(splits), channels), float("nan"))
+    out[:used] = block_scales(gen, (used, channels)).cpu()
     return out.to("cuda")
 
 
+def as_k_major(s):
+    """Activation scales [blocks, rows] as the K-major tuning references
+    (`_block_km*`) read them: the same shape, memory holding [rows, blocks]."""
+    return s.T.contiguous().view(s.shape)
+
+
 def dequant_rows(codes, s):
-    """Row-wise [T, C] codes with [T, ceil(C/128)] scales, in float64."""
+    """Row-wise [T, C] codes with [ceil(C/128), T] scales, in float64."""
     c = codes.to("cpu", torch.float64)
-    return c * s.to("cpu", torch.float64).repeat_interleave(BLOCK, 1)[:, :c.shape[1]]
+    return c * s.to("cpu", torch.float64).T.repeat_interleave(BLOCK, 1)[:, :c.shape[1]]
 
 
 def dequant_weight(codes, s):
@@ -452,13 +464,13 @@ def dequant_weight(codes, s):
 
 
 def dequant_columnwise(codes, s, splits):
-    """Row-wise [T, C] codes with the column-wise copy's [C, capacity] scales, in float64."""
+    """Row-wise [T, C] codes with the column-wise copy's [capacity, C] scales, in float64."""
     out = codes.to("cpu", torch.float64).clone()
     s = s.to("cpu", torch.float64)
     row = block = 0
     for m in splits:
         if m:
-            out[row:row + m] *= s[:, block + torch.arange(m) // BLOCK].T
+            out[row:row + m] *= s[block + torch.arange(m) // BLOCK]
         row += m
         block += cdiv(m, BLOCK)
     return out
@@ -497,26 +509,29 @@ def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits
                                                gen):
     kernel = block_kernel
     role, a_fmt = kernel.split("_")[:2]
+    k_major = "_block_km" in kernel  # a reference reading the activations' scales K-major
     groups, rows, k, n, fixed = case
     splits = list(fixed) if fixed else make_splits(gen, rows, groups, "random_with_zeros")
     assert len(splits) == groups and sum(splits) == rows
     m_splits = torch.tensor(splits, device="cuda") if device_splits else splits
     if role == "forward":
         x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
-        sx = block_scales(gen, (rows, cdiv(k, BLOCK)))
+        sx = row_block_scales(gen, rows, k)
         sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
         ref = grouped_reference(role, dequant_rows(x, sx), dequant_weight(w, sw), splits, groups)
+        sx = as_k_major(sx) if k_major else sx
         check_forward(kernel, ref, splits, gen,
                       lambda bias, out: ops.fp8_forward(x, sx, w, sw, bias, m_splits, out=out,
                                                         engine=ENGINE))
     elif role == "dgrad":
         dy, w = codes(gen, (rows, n), a_fmt), codes(gen, (groups, n, k), "e4m3")
-        sdy = block_scales(gen, (rows, cdiv(n, BLOCK)))
+        sdy = row_block_scales(gen, rows, n)
         sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
         # The column-wise copy: each W_g and its 128x128 block scales transposed.
         w_t = w.float().transpose(1, 2).contiguous().to(w.dtype)
         sw_t = sw.transpose(1, 2).contiguous()
         ref = grouped_reference(role, dequant_rows(dy, sdy), dequant_weight(w, sw), splits, groups)
+        sdy = as_k_major(sdy) if k_major else sdy
         out, guards_intact = guarded_output((rows, k), out_dtype(kernel))
         ops.fp8_dgrad(dy, sdy, w_t, sw_t, m_splits, out=out, engine=ENGINE)
         check_output(kernel, out, guards_intact, ref)
@@ -528,6 +543,8 @@ def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits
         # Zeros in the padding between groups, as the quantizers write them
         # (the kernels read a group's padding as part of its reduction).
         dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
+        if k_major:
+            sdy, sx = as_k_major(sdy), as_k_major(sx)
         check_wgrad(kernel, lambda **out: ops.fp8_wgrad(dy_t, sdy, x_t, sx, m_splits, rows, **out,
                                                         engine=ENGINE), ref, splits, gen)
 
@@ -537,14 +554,14 @@ def _block_operands(role, gen, groups, rows, k, n, splits, dtype=torch.bfloat16)
     a `dtype` output."""
     if role == "forward":
         x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
-        sx = block_scales(gen, (rows, cdiv(k, BLOCK)))
+        sx = row_block_scales(gen, rows, k)
         sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
         ref = grouped_reference(role, dequant_rows(x, sx), dequant_weight(w, sw), splits, groups)
         return (lambda engine: ops.fp8_forward(x, sx, w, sw, None, splits, out_dtype=dtype,
                                                engine=engine)), ref
     if role == "dgrad":
         dy, w = codes(gen, (rows, n), "e5m2"), codes(gen, (groups, n, k), "e4m3")
-        sdy = block_scales(gen, (rows, cdiv(n, BLOCK)))
+        sdy = row_block_scales(gen, rows, n)
         sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
         w_t = w.float().transpose(1, 2).contiguous().to(w.dtype)
         sw_t = sw.transpose(1, 2).contiguous()
@@ -583,13 +600,13 @@ def test_pipelined_block_promotion_gives_the_production_bits(pipelined_kernel, r
     if role == "forward":
         k, n = reduction, width
         x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
-        sx = block_scales(gen, (rows, cdiv(k, BLOCK)))
+        sx = row_block_scales(gen, rows, k)
         sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
         run = lambda out: ops.fp8_forward(x, sx, w, sw, None, splits, out=out, engine=ENGINE)
     else:
         k, n = width, reduction
         dy, w = codes(gen, (rows, n), a_fmt), codes(gen, (groups, n, k), "e4m3")
-        sdy = block_scales(gen, (rows, cdiv(n, BLOCK)))
+        sdy = row_block_scales(gen, rows, n)
         sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
         w_t = w.float().transpose(1, 2).contiguous().to(w.dtype)
         sw_t = sw.transpose(1, 2).contiguous()
@@ -646,7 +663,7 @@ def test_mixed_scaling_is_emulated(gen):
     groups, rows, k, n = 4, 300, 256, 128
     splits = make_splits(gen, rows, groups, "random_with_zeros")
     x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
-    sx, sw = block_scales(gen, (rows, cdiv(k, BLOCK))), scales(gen, groups)
+    sx, sw = row_block_scales(gen, rows, k), scales(gen, groups)
     wd = torch.stack([f64(w[g], sw[g]) for g in range(groups)])
     ref = grouped_reference("forward", dequant_rows(x, sx), wd, splits, groups)
     out = ops.fp8_forward(x, sx, w, sw, None, splits, engine=ENGINE)

@@ -51,9 +51,9 @@ inline int64_t padded_columns(int64_t total_rows, int64_t num_groups) {
 
 // How scale_inv maps onto the codes.
 //   kPerTensor  one scale for the whole matrix (grouped weights: one per group)
-//   kBlock      one scale per block_rows x block_cols block, row-major over blocks
-//               (grouped weights: [G][row_blocks, col_blocks]; column-wise
-//               activations: see QuantizedActivation)
+//   kBlock      one scale per block_rows x block_cols block: grouped weights
+//               row-major over blocks ([G][row_blocks, col_blocks]),
+//               activations block-major (see QuantizedActivation)
 enum class ScaleLayout : uint8_t { kPerTensor, kBlock };
 
 struct ScaleView {
@@ -67,13 +67,16 @@ struct ScaleView {
 // columns [offset_g, offset_g + m_g), offset_g = Σ_{j<g} round_up(m_j, kGroupAlign).
 //
 // Blockwise scales (1 x 128 blocks along the reduction dimension of the role
-// that reads the copy):
-//   row-wise      scale_inv [T, ceil(C / 128)]
+// that reads the copy), block-major: the scales of one 128-deep block of all
+// rows of the copy are adjacent, as the GEMMs load them (a tile's 128 row
+// scales of a k block in a few sectors; cuBLAS's and DeepGEMM's 1 x 128
+// scales are laid out the same way, M-major):
+//   row-wise      scale_inv [ceil(C / 128), T]: row r's block b at b * T + r
 //   column-wise   blocks of 128 columns restart at each group's first
 //                 column (a block never spans two groups): scale_inv
-//                 [C, Σ_g ceil(m_g / 128)] with group g's blocks starting at
-//                 column Σ_{j<g} ceil(m_j / 128). Allocate C x
-//                 column_block_capacity(T, G) floats.
+//                 [Σ_g ceil(m_g / 128), C] with group g's blocks starting at
+//                 block Σ_{j<g} ceil(m_j / 128): channel c's block b at
+//                 b * C + c. Allocate column_block_capacity(T, G) x C floats.
 struct QuantizedActivation {
   Format format = Format::kE4M3;
   MatrixView rowwise;  // codes (dtype kFloat8E4M3/kFloat8E5M2); rowwise.data null when absent

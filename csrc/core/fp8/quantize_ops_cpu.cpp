@@ -125,16 +125,19 @@ void quantize_activation_cpu(const ActivationQuantize& r, const ExecContext&) {
   if (r.kind == RecipeKind::kBlock) {
     if (rowwise) {
       std::vector<uint8_t> q(x.size());
+      std::vector<float> s(static_cast<size_t>(t * blocks(c)));  // [T, blocks]
       const BlockLayout l{t, c, 1, static_cast<int>(kBlock)};
-      quantize_blockwise(x.data(), l, r.format, r.power_2_scales, q.data(),
-                         r.out.rowwise_scale.scale_inv);
+      quantize_blockwise(x.data(), l, r.format, r.power_2_scales, q.data(), s.data());
       store_codes(q, r.out.rowwise);
+      // Block-major: [blocks, T] (fp8_tensor.h).
+      float* scale_inv = r.out.rowwise_scale.scale_inv;
+      for (int64_t row = 0; row < t; ++row)
+        for (int64_t b = 0; b < blocks(c); ++b) scale_inv[b * t + row] = s[row * blocks(c) + b];
     }
     if (columnwise) {
       const MatrixView& out = r.out.columnwise;
       zero_padding(out, layout);
-      const int64_t capacity = column_block_capacity(t, groups);
-      float* scale_inv = r.out.columnwise_scale.scale_inv;
+      float* scale_inv = r.out.columnwise_scale.scale_inv;  // [capacity, C]
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t m = layout.rows(g);
         if (m == 0) continue;
@@ -149,8 +152,8 @@ void quantize_activation_cpu(const ActivationQuantize& r, const ExecContext&) {
         for (int64_t ch = 0; ch < c; ++ch) {
           std::memcpy(codes(out) + ch * out.row_stride + layout.column[g], &q[ch * m],
                       static_cast<size_t>(m));
-          std::copy(&s[ch * blocks(m)], &s[ch * blocks(m)] + blocks(m),
-                    scale_inv + ch * capacity + layout.block[g]);
+          for (int64_t b = 0; b < blocks(m); ++b)
+            scale_inv[(layout.block[g] + b) * c + ch] = s[ch * blocks(m) + b];
         }
       }
     }
@@ -253,7 +256,7 @@ void dequantize_activation_cpu(const QuantizedActivation& q, bool columnwise,
   if (!columnwise) {
     for (int64_t row = 0; row < t; ++row)
       for (int64_t ch = 0; ch < c; ++ch) {
-        const float scale_inv = block ? s.scale_inv[row * blocks(c) + ch / kBlock] : s.scale_inv[0];
+        const float scale_inv = block ? s.scale_inv[ch / kBlock * t + row] : s.scale_inv[0];
         y[row * out.row_stride + ch] =
             from_fp8(codes(q.rowwise.data)[row * q.rowwise.row_stride + ch], q.format) * scale_inv;
       }
@@ -261,7 +264,6 @@ void dequantize_activation_cpu(const QuantizedActivation& q, bool columnwise,
   }
   const GroupLayout layout = group_layout(splits, t);
   const int64_t groups = splits.num_groups;
-  const int64_t capacity = column_block_capacity(t, groups);
   for (int64_t row = layout.row[groups]; row < t; ++row)  // rows no (clamped) group holds
     std::fill(y + row * out.row_stride, y + row * out.row_stride + c, 0.f);
   const uint8_t* qc = codes(q.columnwise.data);
@@ -269,7 +271,7 @@ void dequantize_activation_cpu(const QuantizedActivation& q, bool columnwise,
     for (int64_t i = 0; i < layout.rows(g); ++i)
       for (int64_t ch = 0; ch < c; ++ch) {
         const float scale_inv =
-            block ? s.scale_inv[ch * capacity + layout.block[g] + i / kBlock] : s.scale_inv[0];
+            block ? s.scale_inv[(layout.block[g] + i / kBlock) * c + ch] : s.scale_inv[0];
         y[(layout.row[g] + i) * out.row_stride + ch] =
             from_fp8(qc[ch * q.columnwise.row_stride + layout.column[g] + i], q.format) * scale_inv;
       }

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <type_traits>
+#include <utility>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/dependent_launch.h"
@@ -38,6 +39,9 @@ struct TileConfig {
   // dgrad/wgrad: whether the epilogue can read D back as C (beta = 1, for
   // main_grad accumulation); false frees the C staging in shared memory.
   static constexpr bool kReadsSource = true;
+  // Block-scaled FP8: whether the activations' scales are read block-major,
+  // their layout (BlockScaleLayouts); false only for the K-major references.
+  static constexpr bool kBlockMajorScales = true;
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Int<TileK>>;
   using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::_1, cute::_1>;
@@ -60,6 +64,7 @@ struct BlockScaledTileConfig {
   static constexpr bool kBlockScaled = true;
   static constexpr bool kFastAccumulation = false;
   static constexpr bool kReadsSource = true;
+  static constexpr bool kBlockMajorScales = true;
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::_128>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -67,31 +72,55 @@ struct BlockScaledTileConfig {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
 };
 
-// Scale layouts of the block-scaled kernels (core/fp8/fp8_tensor.h), K-major
-// in CUTLASS's terms: A (X or dY, row-wise or column-wise) has one scale per
-// row and 128 columns of K; B has one per 128 x 128 block for weights (fwd,
-// dgrad) and one per row and 128 columns for wgrad's column-wise X.
-template <Role R>
+// Scale layouts of the block-scaled kernels (core/fp8/fp8_tensor.h). The
+// activations' scales (A: X or dY, one per row and 128-deep k block; wgrad's
+// B: X, the same) are block-major, MN-major in CUTLASS's terms: a k block's
+// scales of all rows are adjacent, so the producer warp's 32 threads that
+// load a tile's 128 row scales of a k block read 4 sectors, not 32 as
+// K-major scales cost (each row's own sector: 86% of the blockwise
+// forward's global-load sectors were such excess, benchmarks/reading.md,
+// 2026-12-07 evening). The weights' scales (fwd, dgrad B: one per
+// 128 x 128 block, one value a k block for a 128-column tile) stay K-major.
+// KMajor = true: the activations' scales K-major too, the layout before,
+// kept by tuning references only.
+template <Role R, bool KMajor = false>
 struct BlockScaleLayouts {
   static constexpr int kGranularityN = R == Role::kWgrad ? 1 : 128;
+  static constexpr auto kActivationMajor = KMajor ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
   using Config =
-      cutlass::detail::Sm90BlockwiseScaleConfig<1, kGranularityN, 128, cute::GMMA::Major::K,
-                                                cute::GMMA::Major::K>;
+      cutlass::detail::Sm90BlockwiseScaleConfig<1, kGranularityN, 128, kActivationMajor,
+                                                R == Role::kWgrad ? kActivationMajor
+                                                                  : cute::GMMA::Major::K>;
   using LayoutSFA = decltype(Config::deduce_layoutSFA());
   using LayoutSFB = decltype(Config::deduce_layoutSFB());
 };
 
-// ((granularity, row blocks), (128, k blocks), 1) with rows `row_stride`
-// scales apart and k blocks adjacent: the layouts above for one group.
+// ((granularity, row blocks), (128, k blocks), 1) with rows and k blocks
+// the given strides apart: one group's layout of the types above (whose
+// static strides, 1 or 0, the dynamic values here must equal).
 template <class LayoutSF, int Granularity>
-__device__ LayoutSF k_major_scales(int rows, int k, int row_stride) {
+__device__ LayoutSF group_scale_layout(int rows, int k, int64_t row_stride, int64_t block_stride) {
   const int row_blocks = (rows + Granularity - 1) / Granularity, k_blocks = (k + 127) / 128;
+  auto strides = [](auto static_stride, int64_t value) {
+    if constexpr (cute::is_static<decltype(static_stride)>::value)
+      return static_stride;
+    else
+      return static_cast<int32_t>(value);
+  };
+  using Stride = std::decay_t<decltype(std::declval<const LayoutSF&>().stride())>;
   return LayoutSF(
       cute::make_shape(cute::make_shape(cute::Int<Granularity>{}, row_blocks),
                        cute::make_shape(cute::_128{}, k_blocks), 1),
-      cute::make_stride(cute::make_stride(cute::_0{}, row_stride),
-                        cute::make_stride(cute::_0{}, cute::_1{}), row_blocks * row_stride));
+      cute::make_stride(
+          cute::make_stride(cute::_0{}, strides(cute::get<0, 1>(Stride{}), row_stride)),
+          cute::make_stride(cute::_0{}, strides(cute::get<1, 1>(Stride{}), block_stride)), 0));
 }
+
+// A tuning reference reading the activations' scales K-major.
+template <class Base>
+struct KMajorScalesConfig : Base {
+  static constexpr bool kBlockMajorScales = false;
+};
 
 // CUTLASS 4.2's pointer-array blockwise mainloop takes per-group scale
 // layouts as arguments but rebuilds each group's layout from its problem
@@ -133,7 +162,7 @@ template <Role R, class ElementA, class LayoutA, int AlignA, class ElementB, cla
           int AlignB, class Config, int Carveout>
 struct MainloopFor<true, R, ElementA, LayoutA, AlignA, ElementB, LayoutB, AlignB, Config,
                    Carveout> {
-  using Scales = BlockScaleLayouts<R>;
+  using Scales = BlockScaleLayouts<R, !Config::kBlockMajorScales>;
   using type = StridedScaleMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA,
       cute::tuple<LayoutA*, typename Scales::LayoutSFA*>, AlignA, ElementB,
@@ -213,10 +242,10 @@ struct GroupedGemm {
   static constexpr bool kAlpha = kFp8 && !kBlockScaled;
   // Block-scaled wgrad: where each group's column-wise scale blocks start.
   static constexpr bool kColumnScaleBlocks = kBlockScaled && R == Role::kWgrad;
-  using LayoutSFA =
-      std::conditional_t<kBlockScaled, typename BlockScaleLayouts<R>::LayoutSFA, NoScaleLayout>;
-  using LayoutSFB =
-      std::conditional_t<kBlockScaled, typename BlockScaleLayouts<R>::LayoutSFB, NoScaleLayout>;
+  static constexpr bool kKMajorScales = kBlockScaled && !Config::kBlockMajorScales;
+  using Scales = BlockScaleLayouts<R, kKMajorScales>;
+  using LayoutSFA = std::conditional_t<kBlockScaled, typename Scales::LayoutSFA, NoScaleLayout>;
+  using LayoutSFB = std::conditional_t<kBlockScaled, typename Scales::LayoutSFB, NoScaleLayout>;
   using Layouts = std::conditional_t<kFp8, KMajorLayouts, RoleLayouts<R>>;
   using LayoutA = typename Layouts::A;
   using LayoutB = typename Layouts::B;
@@ -496,17 +525,18 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
     if constexpr (GG::kBlockScaled) {
       using LayoutSFA = typename GG::LayoutSFA;
       using LayoutSFB = typename GG::LayoutSFB;
-      constexpr int kGranularityN = BlockScaleLayouts<R>::kGranularityN;
-      const GroupBlockScales at_g = group_block_scales(
-          R, g, begin, GG::kColumnScaleBlocks ? block_begins[g] : 0, n, k, args.scale_columns);
-      const float* sfa = args.a_scale_inv + at_g.a_offset;
-      const float* sfb = args.b_scale_inv + at_g.b_offset;
-      const int sfa_stride = static_cast<int>(at_g.a_row_stride),
-                sfb_stride = static_cast<int>(at_g.b_row_stride);
-      out.ptr_sfa[g] = sfa;
-      out.ptr_sfb[g] = sfb;
-      out.layout_sfa[g] = k_major_scales<LayoutSFA, 1>(gm, gk, sfa_stride);
-      out.layout_sfb[g] = k_major_scales<LayoutSFB, kGranularityN>(gn, gk, sfb_stride);
+      constexpr int kGranularityN = GG::Scales::kGranularityN;
+      const int64_t block_begin = GG::kColumnScaleBlocks ? block_begins[g] : 0;
+      const GroupBlockScales at_g =
+          GG::kKMajorScales
+              ? group_k_major_block_scales(R, g, begin, block_begin, n, k, args.scale_columns)
+              : group_block_scales(R, g, begin, block_begin, n, k, args.total_rows);
+      out.ptr_sfa[g] = args.a_scale_inv + at_g.a_offset;
+      out.ptr_sfb[g] = args.b_scale_inv + at_g.b_offset;
+      out.layout_sfa[g] =
+          group_scale_layout<LayoutSFA, 1>(gm, gk, at_g.a_row_stride, at_g.a_block_stride);
+      out.layout_sfb[g] = group_scale_layout<LayoutSFB, kGranularityN>(gn, gk, at_g.b_row_stride,
+                                                                       at_g.b_block_stride);
     }
   }
   if constexpr (R == Role::kWgrad) {

@@ -56,8 +56,9 @@ struct GroupedLaunch {
   // padded_columns apart.
   // Block-scaled kernels read the blockwise scale_inv arrays of
   // core/fp8/fp8_tensor.h instead (1 x 128 activation blocks, 128 x 128
-  // weight blocks), and wgrad's column-wise scales have rows scale_columns
-  // (column_block_capacity(T, G)) apart.
+  // weight blocks); scale_columns (column_block_capacity(T, G)) is the
+  // number of column-wise scale blocks, which the K-major tuning references
+  // read as their row stride (group_k_major_block_scales).
   const float* a_scale_inv = nullptr;
   const float* b_scale_inv = nullptr;
   bool b_scale_per_group = false;
@@ -75,34 +76,65 @@ struct GroupedLaunch {
 };
 
 // Where a block-scaled kernel reads group g's scales (core/fp8/fp8_tensor.h),
-// in floats from the start of A's and B's scale_inv: K-major in CUTLASS's
-// terms, CUTLASS rows (M of A, N of B; one per row, or per 128 rows of a
-// weight) row_stride apart and 128-deep k blocks adjacent. `row_begin` is
-// the group's first row of T, `block_begin` (wgrad) its first column-wise
-// scale block. constexpr, so the kernel's setup (built with
+// in floats from the start of A's and B's scale_inv: the scale of CUTLASS
+// row r (M of A, N of B; one per row, or per 128 rows of a weight) and
+// 128-deep k block j is at offset + r * row_stride + j * block_stride.
+// `row_begin` is the group's first row of T, `block_begin` (wgrad) its first
+// column-wise scale block. constexpr, so the kernel's setup (built with
 // --expt-relaxed-constexpr) and the host tests share it.
 struct GroupBlockScales {
-  int64_t a_offset = 0, a_row_stride = 0;
-  int64_t b_offset = 0, b_row_stride = 0;
+  int64_t a_offset = 0, a_row_stride = 0, a_block_stride = 0;
+  int64_t b_offset = 0, b_row_stride = 0, b_block_stride = 0;
 };
+// The activations' scales are block-major (row-wise [ceil(C/128), T],
+// column-wise [capacity, C]): a k block's scales of all rows are adjacent.
+// The weights' 128 x 128 blocks are row-major over blocks.
 constexpr GroupBlockScales group_block_scales(Role role, int64_t g, int64_t row_begin,
                                               int64_t block_begin, int64_t n, int64_t k,
-                                              int64_t scale_columns) {
+                                              int64_t total_rows) {
   const int64_t n_blocks = (n + 127) / 128, k_blocks = (k + 127) / 128;
   GroupBlockScales s;
-  if (role == Role::kForward) {  // X [T, ceil(K/128)], W [G][ceil(N/128), ceil(K/128)]
-    s.a_offset = row_begin * k_blocks;
-    s.a_row_stride = k_blocks;
-    s.b_offset = g * n_blocks * k_blocks;
-    s.b_row_stride = k_blocks;
-  } else if (role == Role::kDgrad) {  // dY [T, ceil(N/128)], Wᵀ [G][ceil(K/128), ceil(N/128)]
-    s.a_offset = row_begin * n_blocks;
-    s.a_row_stride = n_blocks;
-    s.b_offset = g * k_blocks * n_blocks;
-    s.b_row_stride = n_blocks;
-  } else {  // dYᵀ [N, capacity], Xᵀ [K, capacity]: the group's blocks from block_begin
+  if (role == Role::kWgrad) {  // dY [capacity, N], X [capacity, K]: blocks from block_begin
+    s.a_offset = block_begin * n;
+    s.a_row_stride = 1;
+    s.a_block_stride = n;
+    s.b_offset = block_begin * k;
+    s.b_row_stride = 1;
+    s.b_block_stride = k;
+    return s;
+  }
+  // fwd: X [ceil(K/128), T], W [G][ceil(N/128), ceil(K/128)];
+  // dgrad: dY [ceil(N/128), T], Wᵀ [G][ceil(K/128), ceil(N/128)].
+  const int64_t b_rows = role == Role::kForward ? n_blocks : k_blocks;
+  const int64_t depth_blocks = role == Role::kForward ? k_blocks : n_blocks;
+  s.a_offset = row_begin;
+  s.a_row_stride = 1;
+  s.a_block_stride = total_rows;
+  s.b_offset = g * b_rows * depth_blocks;
+  s.b_row_stride = depth_blocks;
+  s.b_block_stride = 1;
+  return s;
+}
+
+// The layout the activations' scales had before they became block-major
+// (K-major in CUTLASS's terms: a row's k blocks adjacent; row-wise
+// [T, ceil(C/128)], column-wise [C, capacity] with capacity = scale_columns),
+// read only by the tuning kernels that keep it as a reference
+// (BlockScaleLayouts).
+constexpr GroupBlockScales group_k_major_block_scales(Role role, int64_t g, int64_t row_begin,
+                                                      int64_t block_begin, int64_t n, int64_t k,
+                                                      int64_t scale_columns) {
+  const int64_t n_blocks = (n + 127) / 128, k_blocks = (k + 127) / 128;
+  GroupBlockScales s = group_block_scales(role, g, row_begin, block_begin, n, k, 0);
+  if (role == Role::kWgrad) {
     s.a_offset = s.b_offset = block_begin;
     s.a_row_stride = s.b_row_stride = scale_columns;
+    s.a_block_stride = s.b_block_stride = 1;
+  } else {
+    const int64_t depth_blocks = role == Role::kForward ? k_blocks : n_blocks;
+    s.a_offset = row_begin * depth_blocks;
+    s.a_row_stride = depth_blocks;
+    s.a_block_stride = 1;
   }
   return s;
 }

@@ -100,9 +100,20 @@
 // (block_pipelined_promotion_mainloop.cuh: a k-block's MMAs run while the
 // previous one's sums are scaled), against CUTLASS's mainloop on the same
 // 128x128 tile; the same bits (tests/python/test_sm90_fp8_kernels.py).
-// Written 2026-12-07 and not yet run on a GPU: ptxas gives 168 registers,
-// no spill, no serialized wgmma, and one wait of its own after each tile's
-// first k-block.
+// Mixed on one H100 (2026-12-07, two runs, K-major scales then): 0.99 of
+// the production kernels' time over the 24 rows (geometric mean), 0.91 at
+// dsv3 fc2's forward uniform, 1.04-1.08 at mixtral fc2's forward
+// (benchmarks/h100-2026-12-07-f9916c0-tune-block-pipelined*.json). With
+// block-major scales (one run): 0.95-1.02 at 32-128 experts, 0.93-1.22 at
+// mixtral (benchmarks/h100-2026-12-07-block-major-tune-fp8-block.json).
+// The same forward, dgrad and blockwise wgrad reading the activations'
+// scales K-major (`_block_km*`): the layout before they became block-major
+// (BlockScaleLayouts), kept as the reference that measures the change;
+// the tests hand them their scales in that layout. Against them on one
+// H100 (2026-12-07, two runs), the block-major production kernels took
+// 0.82-0.97 of their time in wgrad (every row), 0.79-0.99 in mixtral's
+// forward and dgrad, and 0.96-1.03 in the forward and dgrad at 32-128
+// experts (benchmarks/h100-2026-12-07-block-major-tune-fp8-block*.json).
 // Candidates that lost were removed, with the run that decided:
 //  - the direct store (sources in commit 123ff57): an epilogue that wrote
 //    each thread's accumulators to global memory from registers (16-byte
@@ -246,7 +257,10 @@
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
   X(forward_bf16_coop128x256_widestore)          \
   X(forward_e4m3_bf16_block_pipecoop128x128)     \
-  X(dgrad_e4m3_bf16_block_pipecoop128x128)
+  X(dgrad_e4m3_bf16_block_pipecoop128x128)       \
+  X(forward_e4m3_bf16_block_kmcoop128x128)       \
+  X(dgrad_e4m3_bf16_block_kmcoop128x128)         \
+  X(wgrad_e4m3_bf16_block_kmhalfcoop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 

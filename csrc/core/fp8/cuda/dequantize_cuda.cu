@@ -23,15 +23,21 @@ constexpr int kT = 32;  // transpose tile
 int64_t blocks_of(int64_t n) { return (n + kBlock - 1) / kBlock; }
 
 // Scales of one copy: per tensor (one per group) or per block of
-// block_rows x 128 in the copy's own layout ([G][row_blocks, col_blocks]).
+// block_rows x 128, block (r / block_rows, c / 128) of group g at
+// g * group_step + row block * row_step + column block * col_step: a
+// weight's [G][row_blocks, col_blocks], an activation's block-major
+// [col_blocks, T] (fp8_tensor.h).
 struct Scales {
   const float* scale_inv;
   bool block;
   int block_rows;
-  int64_t row_blocks, col_blocks;
+  int64_t group_step, row_step, col_step;
   __device__ float at(int64_t g, int64_t r, int64_t c) const {
     if (!block) return scale_inv[g];
-    return scale_inv[(g * row_blocks + r / block_rows) * col_blocks + c / kBlock];
+    return scale_inv[g * group_step + r / block_rows * row_step + c / kBlock * col_step];
+  }
+  static Scales weight(const float* scale_inv, bool block, int64_t row_blocks, int64_t col_blocks) {
+    return {scale_inv, block, kBlock, row_blocks * col_blocks, col_blocks, 1};
   }
 };
 
@@ -81,9 +87,9 @@ __global__ void __launch_bounds__(kThreads)
 template <typename Sizes>
 __global__ void __launch_bounds__(kThreads)
     dequantize_activation_columnwise_kernel(const uint8_t* codes, int64_t stride,
-                                            const float* scale_inv, bool block, int64_t capacity,
-                                            Format format, int groups, int64_t rows, int64_t cols,
-                                            float* out, int64_t out_stride,
+                                            const float* scale_inv, bool block, Format format,
+                                            int groups, int64_t rows, int64_t cols, float* out,
+                                            int64_t out_stride,
                                             const __grid_constant__ Sizes sizes) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int64_t scan_scratch[kThreads / 32];
@@ -104,7 +110,7 @@ __global__ void __launch_bounds__(kThreads)
       float v = 0.f;
       if (r < held) {
         const int64_t i = r - t.row[g];
-        const float s = block ? scale_inv[c * capacity + t.block[g] + i / kBlock] : scale_inv[0];
+        const float s = block ? scale_inv[(t.block[g] + i / kBlock) * cols + c] : scale_inv[0];
         v = host_mul(from_fp8(codes[c * stride + t.column[g] + i], format), s);
       }
       tile[k][tx] = v;
@@ -134,7 +140,7 @@ void dequantize_activation_cuda(const QuantizedActivation& q, bool columnwise,
   if (!columnwise) {
     if (t * c == 0) return;
     const bool block = q.rowwise_scale.layout == ScaleLayout::kBlock;
-    const Scales s{q.rowwise_scale.scale_inv, block, 1, t, blocks_of(c)};
+    const Scales s{q.rowwise_scale.scale_inv, block, 1, 0, 1, t};  // [blocks, T]
     dequantize_rows_kernel<<<grid_for(t, ctx), kThreads, 0, stream>>>(
         static_cast<const uint8_t*>(q.rowwise.data), q.rowwise.row_stride, 0, s, q.format, 1, t, c,
         y, out.row_stride, 0);
@@ -157,8 +163,8 @@ void dequantize_activation_cuda(const QuantizedActivation& q, bool columnwise,
     const int64_t grid = tiles < ctas ? tiles : ctas;
     kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(
         static_cast<const uint8_t*>(q.columnwise.data), q.columnwise.row_stride,
-        q.columnwise_scale.scale_inv, block, column_block_capacity(t, groups), q.format,
-        static_cast<int>(groups), t, c, y, out.row_stride, sizes);
+        q.columnwise_scale.scale_inv, block, q.format, static_cast<int>(groups), t, c, y,
+        out.row_stride, sizes);
     GL_CUDA_CHECK_LAUNCH();
   };
   if (splits.host != nullptr && groups <= kHostSizeCapacity) {
@@ -185,12 +191,12 @@ void dequantize_weight_cuda(const QuantizedWeight& q, bool columnwise, const Gro
   const ScaleView& sv = columnwise ? q.columnwise_scale : q.rowwise_scale;
   const bool block = sv.layout == ScaleLayout::kBlock;
   if (!columnwise) {
-    const Scales s{sv.scale_inv, block, kBlock, blocks_of(n), blocks_of(k)};
+    const Scales s = Scales::weight(sv.scale_inv, block, blocks_of(n), blocks_of(k));
     dequantize_rows_kernel<<<grid_for(groups * n, ctx), kThreads, 0, stream>>>(
         static_cast<const uint8_t*>(src.data), src.row_stride, src.group_stride, s, q.format,
         groups, n, k, y, out.row_stride, out.group_stride);
   } else {
-    const Scales s{sv.scale_inv, block, kBlock, blocks_of(k), blocks_of(n)};
+    const Scales s = Scales::weight(sv.scale_inv, block, blocks_of(k), blocks_of(n));
     const int64_t tiles = groups * ((n + kT - 1) / kT) * ((k + kT - 1) / kT);
     dequantize_transposed_kernel<<<grid_for(tiles, ctx), kThreads, 0, stream>>>(
         static_cast<const uint8_t*>(src.data), src.row_stride, src.group_stride, s, q.format,

@@ -149,8 +149,7 @@ struct ActivationParams {
   uint8_t* col_codes;
   int64_t col_stride;
   float* col_scale;
-  int64_t capacity;  // row stride of the column-wise block scales
-  void* dbias;       // null: no bias gradient
+  void* dbias;  // null: no bias gradient
   DType dbias_dtype;
   int64_t dbias_group_stride;
   float* dbias_partial;       // [row tiles, C]
@@ -230,18 +229,20 @@ __device__ __forceinline__ void quantize_activation_ctas(const ActivationParams&
     io.nc = static_cast<int>(p.cols - c0 < kTile ? p.cols - c0 : kTile);
     io.row_out = p.row_codes != nullptr ? p.row_codes + r0 * p.row_stride + c0 : nullptr;
     io.row_stride = p.row_stride;
+    // Block-major scales (fp8_tensor.h): row-wise [column tiles, T], column-wise
+    // [capacity, C], so a tile's 128 scales are adjacent either way.
     io.row_scale =
-        kBlockScaled && p.row_codes != nullptr ? p.row_scale + r0 * p.col_tiles + ct : nullptr;
-    io.row_scale_stride = p.col_tiles;
+        kBlockScaled && p.row_codes != nullptr ? p.row_scale + ct * p.rows + r0 : nullptr;
+    io.row_scale_stride = 1;
     io.col_out =
         in_group && p.col_codes != nullptr
             ? p.col_codes + c0 * p.col_stride + t.column[g] + static_cast<int64_t>(j) * kTile
             : nullptr;
     io.col_stride = p.col_stride;
     io.col_scale = in_group && kBlockScaled && p.col_codes != nullptr
-                       ? p.col_scale + c0 * p.capacity + t.block[g] + j
+                       ? p.col_scale + (t.block[g] + j) * p.cols + c0
                        : nullptr;
-    io.col_scale_stride = p.capacity;
+    io.col_scale_stride = 1;
     const bool last_of_group = j * kTile + io.nr == m;
     io.nr_pad = in_group && last_of_group ? aligned_columns(io.nr) : io.nr;
     io.vec_in = p.vec_in;
@@ -499,7 +500,6 @@ void prepare_activation(const ActivationQuantize& r, const ExecContext& ctx, Cal
     p.col_codes = static_cast<uint8_t*>(r.out.columnwise.data);
     p.col_stride = r.out.columnwise.row_stride;
     p.col_scale = r.out.columnwise_scale.scale_inv;
-    p.capacity = column_block_capacity(t, groups);
   }
   p.kind = r.kind;
   p.format = r.format;
