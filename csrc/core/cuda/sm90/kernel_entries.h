@@ -105,7 +105,7 @@
 // dsv3 fc2's forward uniform, 1.04-1.08 at mixtral fc2's forward
 // (benchmarks/h100-2026-12-07-f9916c0-tune-block-pipelined*.json). With
 // block-major scales (one run): 0.95-1.02 at 32-128 experts, 0.93-1.22 at
-// mixtral (benchmarks/h100-2026-12-07-block-major-tune-fp8-block.json).
+// mixtral (benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major.json).
 // The same forward, dgrad and blockwise wgrad reading the activations'
 // scales K-major (`_block_km*`): the layout before they became block-major
 // (BlockScaleLayouts), kept as the reference that measures the change;
@@ -113,7 +113,7 @@
 // H100 (2026-12-07, two runs), the block-major production kernels took
 // 0.82-0.97 of their time in wgrad (every row), 0.79-0.99 in mixtral's
 // forward and dgrad, and 0.96-1.03 in the forward and dgrad at 32-128
-// experts (benchmarks/h100-2026-12-07-block-major-tune-fp8-block*.json).
+// experts (benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major*.json).
 // Candidates that lost were removed, with the run that decided:
 //  - the direct store (sources in commit 123ff57): an epilogue that wrote
 //    each thread's accumulators to global memory from registers (16-byte
