@@ -444,12 +444,6 @@ def column_block_scales(gen, channels, splits):
     return out.to("cuda")
 
 
-def as_k_major(s):
-    """Activation scales [blocks, rows] as the K-major tuning references
-    (`_block_km*`) read them: the same shape, memory holding [rows, blocks]."""
-    return s.T.contiguous().view(s.shape)
-
-
 def dequant_rows(codes, s):
     """Row-wise [T, C] codes with [ceil(C/128), T] scales, in float64."""
     c = codes.to("cpu", torch.float64)
@@ -509,7 +503,6 @@ def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits
                                                gen):
     kernel = block_kernel
     role, a_fmt = kernel.split("_")[:2]
-    k_major = "_block_km" in kernel  # a reference reading the activations' scales K-major
     groups, rows, k, n, fixed = case
     splits = list(fixed) if fixed else make_splits(gen, rows, groups, "random_with_zeros")
     assert len(splits) == groups and sum(splits) == rows
@@ -519,7 +512,6 @@ def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits
         sx = row_block_scales(gen, rows, k)
         sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
         ref = grouped_reference(role, dequant_rows(x, sx), dequant_weight(w, sw), splits, groups)
-        sx = as_k_major(sx) if k_major else sx
         check_forward(kernel, ref, splits, gen,
                       lambda bias, out: ops.fp8_forward(x, sx, w, sw, bias, m_splits, out=out,
                                                         engine=ENGINE))
@@ -531,7 +523,6 @@ def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits
         w_t = w.float().transpose(1, 2).contiguous().to(w.dtype)
         sw_t = sw.transpose(1, 2).contiguous()
         ref = grouped_reference(role, dequant_rows(dy, sdy), dequant_weight(w, sw), splits, groups)
-        sdy = as_k_major(sdy) if k_major else sdy
         out, guards_intact = guarded_output((rows, k), out_dtype(kernel))
         ops.fp8_dgrad(dy, sdy, w_t, sw_t, m_splits, out=out, engine=ENGINE)
         check_output(kernel, out, guards_intact, ref)
@@ -543,8 +534,6 @@ def test_block_scaled_kernel_matches_reference(block_kernel, case, device_splits
         # Zeros in the padding between groups, as the quantizers write them
         # (the kernels read a group's padding as part of its reduction).
         dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
-        if k_major:
-            sdy, sx = as_k_major(sdy), as_k_major(sx)
         check_wgrad(kernel, lambda **out: ops.fp8_wgrad(dy_t, sdy, x_t, sx, m_splits, rows, **out,
                                                         engine=ENGINE), ref, splits, gen)
 

@@ -281,8 +281,6 @@ class Sm90GroupedEngine final : public GroupedGemmEngine {
     launch.b_scale_inv = p.x.columnwise_scale.scale_inv;
     launch.b_scale_per_group = false;
     launch.padded_columns = p.dy.columnwise.row_stride;
-    // Block scales: column-wise rows hold every group's blocks (fp8_tensor.h).
-    launch.scale_columns = fp8::column_block_capacity(p.total_rows, p.splits.num_groups);
     const KernelEntry& kernel = *fp8_wgrad_kernel(p);
     // Per-tensor scales only: block scales sit at each group's own columns.
     if (!kernel.block_scaled &&

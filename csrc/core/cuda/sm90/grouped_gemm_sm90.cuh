@@ -39,9 +39,6 @@ struct TileConfig {
   // dgrad/wgrad: whether the epilogue can read D back as C (beta = 1, for
   // main_grad accumulation); false frees the C staging in shared memory.
   static constexpr bool kReadsSource = true;
-  // Block-scaled FP8: whether the activations' scales are read block-major,
-  // their layout (BlockScaleLayouts); false only for the K-major references.
-  static constexpr bool kBlockMajorScales = true;
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Int<TileK>>;
   using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::_1, cute::_1>;
@@ -64,7 +61,6 @@ struct BlockScaledTileConfig {
   static constexpr bool kBlockScaled = true;
   static constexpr bool kFastAccumulation = false;
   static constexpr bool kReadsSource = true;
-  static constexpr bool kBlockMajorScales = true;
   using EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::_128>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -81,15 +77,12 @@ struct BlockScaledTileConfig {
 // forward's global-load sectors were such excess, benchmarks/reading.md,
 // 2026-12-07 evening). The weights' scales (fwd, dgrad B: one per
 // 128 x 128 block, one value a k block for a 128-column tile) stay K-major.
-// KMajor = true: the activations' scales K-major too, the layout before,
-// kept by tuning references only.
-template <Role R, bool KMajor = false>
+template <Role R>
 struct BlockScaleLayouts {
   static constexpr int kGranularityN = R == Role::kWgrad ? 1 : 128;
-  static constexpr auto kActivationMajor = KMajor ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
   using Config =
-      cutlass::detail::Sm90BlockwiseScaleConfig<1, kGranularityN, 128, kActivationMajor,
-                                                R == Role::kWgrad ? kActivationMajor
+      cutlass::detail::Sm90BlockwiseScaleConfig<1, kGranularityN, 128, cute::GMMA::Major::MN,
+                                                R == Role::kWgrad ? cute::GMMA::Major::MN
                                                                   : cute::GMMA::Major::K>;
   using LayoutSFA = decltype(Config::deduce_layoutSFA());
   using LayoutSFB = decltype(Config::deduce_layoutSFB());
@@ -101,7 +94,7 @@ struct BlockScaleLayouts {
 template <class LayoutSF, int Granularity>
 __device__ LayoutSF group_scale_layout(int rows, int k, int64_t row_stride, int64_t block_stride) {
   const int row_blocks = (rows + Granularity - 1) / Granularity, k_blocks = (k + 127) / 128;
-  auto strides = [](auto static_stride, int64_t value) {
+  auto stride_or_static = [](auto static_stride, int64_t value) {
     if constexpr (cute::is_static<decltype(static_stride)>::value)
       return static_stride;
     else
@@ -112,23 +105,18 @@ __device__ LayoutSF group_scale_layout(int rows, int k, int64_t row_stride, int6
       cute::make_shape(cute::make_shape(cute::Int<Granularity>{}, row_blocks),
                        cute::make_shape(cute::_128{}, k_blocks), 1),
       cute::make_stride(
-          cute::make_stride(cute::_0{}, strides(cute::get<0, 1>(Stride{}), row_stride)),
-          cute::make_stride(cute::_0{}, strides(cute::get<1, 1>(Stride{}), block_stride)), 0));
+          cute::make_stride(cute::_0{}, stride_or_static(cute::get<0, 1>(Stride{}), row_stride)),
+          cute::make_stride(cute::_0{}, stride_or_static(cute::get<1, 1>(Stride{}), block_stride)),
+          0));
 }
-
-// A tuning reference reading the activations' scales K-major.
-template <class Base>
-struct KMajorScalesConfig : Base {
-  static constexpr bool kBlockMajorScales = false;
-};
 
 // CUTLASS 4.2's pointer-array blockwise mainloop takes per-group scale
 // layouts as arguments but rebuilds each group's layout from its problem
-// shape (packed: rows ceil(K / 128) apart) when it switches groups. wgrad's
-// column-wise scales are not packed per group (rows are
-// column_block_capacity(T, G) apart, each group's blocks at its own column),
-// so this mainloop reads the group's layout from the argument array instead,
-// which the setup writes for every role.
+// shape (packed per group) when it switches groups. The activations' scales
+// are not packed per group (a k block's scales of all T rows, or of all
+// column-wise blocks, are adjacent, so a group's k blocks lie T or C floats
+// apart), so this mainloop reads the group's layout from the argument array
+// instead, which the setup writes for every role.
 template <class Base>
 struct StridedScaleMainloop : Base {
   template <class InputTensors, class ProblemShapeMNKL>
@@ -162,7 +150,7 @@ template <Role R, class ElementA, class LayoutA, int AlignA, class ElementB, cla
           int AlignB, class Config, int Carveout>
 struct MainloopFor<true, R, ElementA, LayoutA, AlignA, ElementB, LayoutB, AlignB, Config,
                    Carveout> {
-  using Scales = BlockScaleLayouts<R, !Config::kBlockMajorScales>;
+  using Scales = BlockScaleLayouts<R>;
   using type = StridedScaleMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA,
       cute::tuple<LayoutA*, typename Scales::LayoutSFA*>, AlignA, ElementB,
@@ -242,8 +230,7 @@ struct GroupedGemm {
   static constexpr bool kAlpha = kFp8 && !kBlockScaled;
   // Block-scaled wgrad: where each group's column-wise scale blocks start.
   static constexpr bool kColumnScaleBlocks = kBlockScaled && R == Role::kWgrad;
-  static constexpr bool kKMajorScales = kBlockScaled && !Config::kBlockMajorScales;
-  using Scales = BlockScaleLayouts<R, kKMajorScales>;
+  using Scales = BlockScaleLayouts<R>;
   using LayoutSFA = std::conditional_t<kBlockScaled, typename Scales::LayoutSFA, NoScaleLayout>;
   using LayoutSFB = std::conditional_t<kBlockScaled, typename Scales::LayoutSFB, NoScaleLayout>;
   using Layouts = std::conditional_t<kFp8, KMajorLayouts, RoleLayouts<R>>;
@@ -323,7 +310,6 @@ struct SetupArgs {
   const float* b_scale_inv;
   bool b_scale_per_group;
   int64_t padded_columns;  // FP8 wgrad: width of the column-wise copies
-  int64_t scale_columns;   // block-scaled wgrad: row stride of the column-wise scales
   bool accumulate;         // wgrad: beta = 1 (main_grad); empty groups then keep D as it is
   // 16-byte aligned: stage_group_sizes reads it four entries at a time.
   alignas(16) int32_t host_sizes[kMaxHostGroups];
@@ -528,9 +514,7 @@ __device__ void write_group_arguments(const SetupArgs& args, const typename GG::
       constexpr int kGranularityN = GG::Scales::kGranularityN;
       const int64_t block_begin = GG::kColumnScaleBlocks ? block_begins[g] : 0;
       const GroupBlockScales at_g =
-          GG::kKMajorScales
-              ? group_k_major_block_scales(R, g, begin, block_begin, n, k, args.scale_columns)
-              : group_block_scales(R, g, begin, block_begin, n, k, args.total_rows);
+          group_block_scales(R, g, begin, block_begin, n, k, args.total_rows);
       out.ptr_sfa[g] = args.a_scale_inv + at_g.a_offset;
       out.ptr_sfb[g] = args.b_scale_inv + at_g.b_offset;
       out.layout_sfa[g] =
@@ -780,7 +764,6 @@ struct GroupedGemmRunner {
     setup.b_scale_inv = l.b_scale_inv;
     setup.b_scale_per_group = l.b_scale_per_group;
     setup.padded_columns = l.padded_columns;
-    setup.scale_columns = l.scale_columns;
     setup.accumulate = l.beta != 0.f;
     if (l.device_sizes == nullptr)
       for (int g = 0; g < l.num_groups; ++g)

@@ -56,14 +56,11 @@ struct GroupedLaunch {
   // padded_columns apart.
   // Block-scaled kernels read the blockwise scale_inv arrays of
   // core/fp8/fp8_tensor.h instead (1 x 128 activation blocks, 128 x 128
-  // weight blocks); scale_columns (column_block_capacity(T, G)) is the
-  // number of column-wise scale blocks, which the K-major tuning references
-  // read as their row stride (group_k_major_block_scales).
+  // weight blocks).
   const float* a_scale_inv = nullptr;
   const float* b_scale_inv = nullptr;
   bool b_scale_per_group = false;
   int64_t padded_columns = 0;
-  int64_t scale_columns = 0;
 
   int device = 0;
   int sm_count = 0;
@@ -113,29 +110,6 @@ constexpr GroupBlockScales group_block_scales(Role role, int64_t g, int64_t row_
   s.b_offset = g * b_rows * depth_blocks;
   s.b_row_stride = depth_blocks;
   s.b_block_stride = 1;
-  return s;
-}
-
-// The layout the activations' scales had before they became block-major
-// (K-major in CUTLASS's terms: a row's k blocks adjacent; row-wise
-// [T, ceil(C/128)], column-wise [C, capacity] with capacity = scale_columns),
-// read only by the tuning kernels that keep it as a reference
-// (BlockScaleLayouts).
-constexpr GroupBlockScales group_k_major_block_scales(Role role, int64_t g, int64_t row_begin,
-                                                      int64_t block_begin, int64_t n, int64_t k,
-                                                      int64_t scale_columns) {
-  const int64_t n_blocks = (n + 127) / 128, k_blocks = (k + 127) / 128;
-  GroupBlockScales s = group_block_scales(role, g, row_begin, block_begin, n, k, 0);
-  if (role == Role::kWgrad) {
-    s.a_offset = s.b_offset = block_begin;
-    s.a_row_stride = s.b_row_stride = scale_columns;
-    s.a_block_stride = s.b_block_stride = 1;
-  } else {
-    const int64_t depth_blocks = role == Role::kForward ? k_blocks : n_blocks;
-    s.a_offset = row_begin * depth_blocks;
-    s.a_row_stride = depth_blocks;
-    s.a_block_stride = 1;
-  }
   return s;
 }
 

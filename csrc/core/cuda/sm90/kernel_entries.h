@@ -106,14 +106,6 @@
 // (benchmarks/h100-2026-12-07-f9916c0-tune-block-pipelined*.json). With
 // block-major scales (one run): 0.95-1.02 at 32-128 experts, 0.93-1.22 at
 // mixtral (benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major.json).
-// The same forward, dgrad and blockwise wgrad reading the activations'
-// scales K-major (`_block_km*`): the layout before they became block-major
-// (BlockScaleLayouts), kept as the reference that measures the change;
-// the tests hand them their scales in that layout. Against them on one
-// H100 (2026-12-07, two runs), the block-major production kernels took
-// 0.82-0.97 of their time in wgrad (every row), 0.79-0.99 in mixtral's
-// forward and dgrad, and 0.96-1.03 in the forward and dgrad at 32-128
-// experts (benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major*.json).
 // Candidates that lost were removed, with the run that decided:
 //  - the direct store (sources in commit 123ff57): an epilogue that wrote
 //    each thread's accumulators to global memory from registers (16-byte
@@ -251,16 +243,21 @@
 // benchmarks/h100-2026-12-05-d75c52e-tune-fp8-block.json). It is listed
 // before the 128x128 one, which keeps E5M2 dY (no 128x256 kernel) and
 // accumulation (the wide store reads no C).
+// References removed once they had measured their change: the forward,
+// dgrad and blockwise wgrad reading the activations' scales K-major
+// (`_block_km*`, sources in commit 76b649c), the layout before they became
+// block-major. Against them, the block-major production kernels took
+// 0.82-0.97 of their time in wgrad (every row), 0.79-0.99 in mixtral's
+// forward and dgrad and 0.96-1.03 in the forward and dgrad at 32-128
+// experts on one H100 (2026-12-07, two runs;
+// benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major*.json).
 #define GL_SM90_TUNING_KERNELS(X)                \
   X(wgrad_e5m2_bf16_fastcoop128x256)             \
   X(forward_e4m3_bf16_halfcoop128x256_widestore) \
   X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
   X(forward_bf16_coop128x256_widestore)          \
   X(forward_e4m3_bf16_block_pipecoop128x128)     \
-  X(dgrad_e4m3_bf16_block_pipecoop128x128)       \
-  X(forward_e4m3_bf16_block_kmcoop128x128)       \
-  X(dgrad_e4m3_bf16_block_kmcoop128x128)         \
-  X(wgrad_e4m3_bf16_block_kmhalfcoop128x256_widestore)
+  X(dgrad_e4m3_bf16_block_pipecoop128x128)
 
 namespace grouped_linear::cuda::sm90 {
 
