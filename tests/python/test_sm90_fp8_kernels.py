@@ -566,6 +566,24 @@ def _block_operands(role, gen, groups, rows, k, n, splits, dtype=torch.bfloat16)
                                          engine=engine)), ref
 
 
+def assert_same_bits(production, kernel, shape, run):
+    """Runs `run(out)` with each kernel forced, into NaN-poisoned guarded bf16
+    outputs of `shape`: `kernel` must write every element and give
+    `production`'s bits."""
+    outs = {}
+    try:
+        for name in (production, kernel):
+            ops.set_kernel_override("cuda", ENGINE, name)
+            out, guards_intact = guarded_output(shape, torch.bfloat16)
+            run(out)
+            assert guards_intact(), f"{name} wrote outside its output"
+            outs[name] = out
+    finally:
+        ops.set_kernel_override("cuda", ENGINE, "")
+    assert not torch.isnan(outs[kernel]).any(), f"{kernel} left elements unwritten"
+    assert torch.equal(outs[production], outs[kernel]), f"{kernel}: bits differ from {production}"
+
+
 PIPELINED_BLOCK_KERNELS = [k for k in BLOCK_KERNELS if "_block_pipecoop" in k] or [
     pytest.param("none", marks=pytest.mark.skip(
         reason="no pipelined blockwise candidate built (GL_SM90_TUNING, sm90 engine)"))]
@@ -600,18 +618,53 @@ def test_pipelined_block_promotion_gives_the_production_bits(pipelined_kernel, r
         w_t = w.float().transpose(1, 2).contiguous().to(w.dtype)
         sw_t = sw.transpose(1, 2).contiguous()
         run = lambda out: ops.fp8_dgrad(dy, sdy, w_t, sw_t, splits, out=out, engine=ENGINE)
-    outs = {}
-    try:
-        for name in (production, kernel):
-            ops.set_kernel_override("cuda", ENGINE, name)
-            out, guards_intact = guarded_output((rows, width), torch.bfloat16)  # NaN-filled
-            run(out)
-            assert guards_intact(), f"{name} wrote outside its output"
-            outs[name] = out
-    finally:
-        ops.set_kernel_override("cuda", ENGINE, "")
-    assert not torch.isnan(outs[kernel]).any(), f"{kernel} left elements unwritten"
-    assert torch.equal(outs[production], outs[kernel]), f"{kernel}: bits differ from {production}"
+    assert_same_bits(production, kernel, (rows, width), run)
+
+
+STAGGERED_BLOCK_KERNELS = [k for k in BLOCK_KERNELS if "_block_staggercoop" in k] or [
+    pytest.param("none", marks=pytest.mark.skip(
+        reason="no staggered blockwise candidate built (GL_SM90_TUNING, sm90 engine)"))]
+
+
+@pytest.mark.parametrize("reduction", [128, 640, 1408], ids=lambda r: f"R{r}")
+@pytest.mark.parametrize("staggered_kernel", STAGGERED_BLOCK_KERNELS)
+def test_staggered_block_promotion_over_many_tiles(staggered_kernel, reduction, gen):
+    """The warpgroups taking turns at the tensor cores
+    (staggered_block_promotion_mainloop.cuh) hand over through named barriers
+    that must balance within every tile: more tiles than CTAs (each CTA runs
+    several, of different k-tile counts, empty groups' among them). wgrad
+    runs the half-width promotion's operations in its order, so it gives the
+    production kernel's bits; the forward is checked against float64."""
+    if not _sm90_available():
+        pytest.skip("needs an sm_90 GPU")
+    kernel = staggered_kernel
+    role = kernel.split("_")[0]
+    groups = 6
+    if role == "wgrad":  # the reduction is the rows; 6 groups of 1024 x 1024 tiles: 192 tiles
+        rows, n, k = reduction * groups, 1024, 1024
+        splits = make_splits(gen, rows, groups, "random_with_zeros")
+        dy, x = codes(gen, (rows, n), "e4m3"), codes(gen, (rows, k), "e4m3")
+        sdy, sx = column_block_scales(gen, n, splits), column_block_scales(gen, k, splits)
+        dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
+        production = kernel.replace("_staggercoop", "_halfcoop")
+        assert production in ops.kernel_names("cuda", ENGINE)
+        assert_same_bits(production, kernel, (groups, n, k),
+                         lambda out: ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, rows, out=out,
+                                                   engine=ENGINE))
+    else:  # 2000 rows in 6 groups over N = 2048: about 170 tiles of 128 x 256
+        rows, k, n = 2000, reduction, 2048
+        splits = make_splits(gen, rows, groups, "random_with_zeros")
+        x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
+        sx = row_block_scales(gen, rows, k)
+        sw = block_scales(gen, (groups, cdiv(n, BLOCK), cdiv(k, BLOCK)))
+        ref = grouped_reference(role, dequant_rows(x, sx), dequant_weight(w, sw), splits, groups)
+        try:
+            ops.set_kernel_override("cuda", ENGINE, kernel)
+            out, guards_intact = guarded_output((rows, n), out_dtype(kernel))
+            ops.fp8_forward(x, sx, w, sw, None, splits, out=out, engine=ENGINE)
+        finally:
+            ops.set_kernel_override("cuda", ENGINE, "")
+        check_output(kernel, out, guards_intact, ref)
 
 
 @pytest.mark.parametrize("dtype", OUTPUTS, ids=OUTPUT_IDS)

@@ -106,6 +106,13 @@
 // (benchmarks/h100-2026-12-07-f9916c0-tune-block-pipelined*.json). With
 // block-major scales (one run): 0.95-1.02 at 32-128 experts, 0.93-1.22 at
 // mixtral (benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major.json).
+// The blockwise wgrad and forward on 128x256 tiles with the two consumer
+// warpgroups taking turns at the tensor cores
+// (staggered_block_promotion_mainloop.cuh: one warpgroup scales its sums
+// while the other's MMAs run), against the half-width promotion's wgrad
+// (the same bits) and CUTLASS's 128x128 forward. At mixtral fc1 the
+// blockwise wgrad took 4.52 ms of a 13.8 ms step against per-tensor's 2.95
+// (benchmarks/h100-2026-12-07-ec07e5e-step-profile.txt).
 // Candidates that lost were removed, with the run that decided:
 //  - the direct store (sources in commit 123ff57): an epilogue that wrote
 //    each thread's accumulators to global memory from registers (16-byte
@@ -251,13 +258,15 @@
 // forward and dgrad and 0.96-1.03 in the forward and dgrad at 32-128
 // experts on one H100 (2026-12-07, two runs;
 // benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major*.json).
-#define GL_SM90_TUNING_KERNELS(X)                \
-  X(wgrad_e5m2_bf16_fastcoop128x256)             \
-  X(forward_e4m3_bf16_halfcoop128x256_widestore) \
-  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
-  X(forward_bf16_coop128x256_widestore)          \
-  X(forward_e4m3_bf16_block_pipecoop128x128)     \
-  X(dgrad_e4m3_bf16_block_pipecoop128x128)
+#define GL_SM90_TUNING_KERNELS(X)                       \
+  X(wgrad_e5m2_bf16_fastcoop128x256)                    \
+  X(forward_e4m3_bf16_halfcoop128x256_widestore)        \
+  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)          \
+  X(forward_bf16_coop128x256_widestore)                 \
+  X(forward_e4m3_bf16_block_pipecoop128x128)            \
+  X(dgrad_e4m3_bf16_block_pipecoop128x128)              \
+  X(wgrad_e4m3_bf16_block_staggercoop128x256_widestore) \
+  X(forward_e4m3_bf16_block_staggercoop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
