@@ -254,10 +254,11 @@
 // dgrad and blockwise wgrad reading the activations' scales K-major
 // (`_block_km*`, sources in commit 76b649c), the layout before they became
 // block-major. Against them, the block-major production kernels took
-// 0.82-0.97 of their time in wgrad (every row), 0.79-0.99 in mixtral's
+// 0.75-0.97 of their time in wgrad (every row), 0.79-1.01 in mixtral's
 // forward and dgrad and 0.96-1.03 in the forward and dgrad at 32-128
-// experts on one H100 (2026-12-07, two runs;
-// benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major*.json).
+// experts on H100s (2026-12-07, three runs;
+// benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major*.json,
+// h100-2026-12-07-ec07e5e-tune-fp8-block-major-third.json).
 #define GL_SM90_TUNING_KERNELS(X)                       \
   X(wgrad_e5m2_bf16_fastcoop128x256)                    \
   X(forward_e4m3_bf16_halfcoop128x256_widestore)        \
