@@ -49,8 +49,8 @@ CUTLASS_DEVICE auto broadcast_scale_views(typename Base::TensorStorage& shared_t
 // configuration (StridedScaleMainloop of grouped_gemm_sm90.cuh). Only the
 // consumer side changes: its TiledMma, mma() and mma_tail() (HalfWidthMma's
 // pieces); loads of operands and scales, pipeline and tensor maps are the
-// base's.
-template <class Base>
+// base's. Turns: the warpgroups' MMA issue order (tensor_core_turns.cuh).
+template <class Base, class Turns = TogetherAtTensorCores>
 struct BlockHalfPromotionMainloop : Base {
   using Mma = HalfWidthMma<Base>;
   using TiledMma = typename Mma::TiledMma;
@@ -84,6 +84,7 @@ struct BlockHalfPromotionMainloop : Base {
     Tensor tCrSFA = make_tensor_like<typename Base::ElementBlockScale>(tCsSFA(_, _, _, _0{}));
     Tensor tCrSFB = make_tensor_like<typename Base::ElementBlockScale>(tCsSFB(_, _, _, _0{}));
 
+    Turns turns(thread_idx);
     Tensor partial = make_fragment_like(accum(_, 0, 0));  // one half's tensor-core sums
     clear(accum);
     Mma::for_each_k_tile(pipeline, smem_pipe_read, k_tile_count, [&](int stage) {
@@ -91,7 +92,7 @@ struct BlockHalfPromotionMainloop : Base {
       if constexpr (!kColumnScales) copy(tCsSFB(_, _, _, make_coord(_0{}, stage)), tCrSFB);
       CUTLASS_PRAGMA_UNROLL
       for (int half = 0; half < 2; ++half) {
-        Mma::run_half(tiled_mma, tCrA, tCrB, stage, half, partial);
+        Mma::run_half(tiled_mma, tCrA, tCrB, stage, half, partial, turns);
         if constexpr (kColumnScales) {
           // The stage is released only after this k-tile, so its scales
           // are still there.
@@ -106,6 +107,7 @@ struct BlockHalfPromotionMainloop : Base {
         }
       }
     });
+    turns.finish();
   }
 
   // mma() waits for every MMA and releases every stage it read.
@@ -120,5 +122,12 @@ struct Fp8BlockHalfPromotionCoop128x256 : BlockScaledTileConfig<128, 256> {
 };
 using Fp8BlockHalfPromotionCoop128x256WideStore =
     WideStoreConfig<Fp8BlockHalfPromotionCoop128x256, 128>;
+
+// The same with the warpgroups taking turns at the tensor cores.
+struct Fp8BlockStaggeredCoop128x256 : BlockScaledTileConfig<128, 256> {
+  template <class Built>
+  using Mainloop = BlockHalfPromotionMainloop<Built, TurnsAtTensorCores>;
+};
+using Fp8BlockStaggeredCoop128x256WideStore = WideStoreConfig<Fp8BlockStaggeredCoop128x256, 128>;
 
 }  // namespace grouped_linear::cuda::sm90

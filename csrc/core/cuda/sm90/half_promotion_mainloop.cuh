@@ -12,6 +12,7 @@
 #include <cutlass/gemm/collective/collective_builder.hpp>
 
 #include "core/cuda/sm90/kernel_configs.cuh"
+#include "core/cuda/sm90/tensor_core_turns.cuh"
 
 namespace grouped_linear::cuda::sm90 {
 
@@ -73,13 +74,15 @@ struct HalfWidthMma {
   }
 
   // Half `half` of the k-tile in `stage`, summed into `partial` from zero;
-  // its MMAs are complete on return.
-  template <class FrgA, class FrgB, class FrgPartial>
+  // its MMAs are complete on return. Issued when `turns` lets this
+  // warpgroup (tensor_core_turns.cuh).
+  template <class FrgA, class FrgB, class FrgPartial, class Turns>
   CUTLASS_DEVICE static void run_half(TiledMma& tiled_mma, FrgA const& tCrA, FrgB const& tCrB,
-                                      int stage, int half, FrgPartial& partial) {
+                                      int stage, int half, FrgPartial& partial, Turns& turns) {
     using namespace cute;
     tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
     warpgroup_fence_operand(partial);
+    turns.before_issue();
     warpgroup_arrive();
     CUTLASS_PRAGMA_UNROLL
     for (int k_block = 0; k_block < size<2>(tCrA); ++k_block) {
@@ -87,6 +90,7 @@ struct HalfWidthMma {
       tiled_mma.accumulate_ = GMMA::ScaleOut::One;
     }
     warpgroup_commit_batch();
+    turns.after_issue();
     warpgroup_wait<0>();
     warpgroup_fence_operand(partial);
   }
@@ -95,8 +99,8 @@ struct HalfWidthMma {
 // Base: the mainloop CUTLASS builds for a cooperative FP8 (promoting)
 // configuration. Only the consumer side changes: its TiledMma (atoms half as
 // wide, two along N), mma() and mma_tail(); loads, pipeline and tensor maps
-// are the base's.
-template <class Base>
+// are the base's. Turns: the warpgroups' MMA issue order (tensor_core_turns.cuh).
+template <class Base, class Turns = TogetherAtTensorCores>
 struct HalfPromotionMainloop : Base {
   using Mma = HalfWidthMma<Base>;
   using TiledMma = typename Mma::TiledMma;
@@ -112,16 +116,18 @@ struct HalfPromotionMainloop : Base {
     auto fragments = Mma::fragments(tiled_mma, thread_idx, shared_tensors, accum);
     auto& tCrA = get<0>(fragments);
     auto& tCrB = get<1>(fragments);
+    Turns turns(thread_idx);
     Tensor partial = make_fragment_like(accum(_, 0, 0));  // one half's tensor-core sums
     clear(accum);
     Mma::for_each_k_tile(pipeline, smem_pipe_read, k_tile_count, [&](int stage) {
       CUTLASS_PRAGMA_UNROLL
       for (int half = 0; half < 2; ++half) {
-        Mma::run_half(tiled_mma, tCrA, tCrB, stage, half, partial);
+        Mma::run_half(tiled_mma, tCrA, tCrB, stage, half, partial, turns);
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < size(partial); ++i) accum(i, 0, half) += partial(i);
       }
     });
+    turns.finish();
   }
 
   // mma() waits for every MMA and releases every stage it read.
@@ -136,5 +142,13 @@ struct Fp8HalfPromotionCoop128x256 : TileConfig<128, 256, 128, 1, true> {
 };
 // With the wide store (kernel_configs.cuh), one 128x128 piece a half.
 using Fp8HalfPromotionCoop128x256WideStore = WideStoreConfig<Fp8HalfPromotionCoop128x256, 128>;
+
+// The same with the warpgroups taking turns at the tensor cores.
+struct Fp8HalfPromotionStaggeredCoop128x256 : TileConfig<128, 256, 128, 1, true> {
+  template <class Built>
+  using Mainloop = HalfPromotionMainloop<Built, TurnsAtTensorCores>;
+};
+using Fp8HalfPromotionStaggeredCoop128x256WideStore =
+    WideStoreConfig<Fp8HalfPromotionStaggeredCoop128x256, 128>;
 
 }  // namespace grouped_linear::cuda::sm90

@@ -108,11 +108,12 @@
 // mixtral (benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major.json).
 // The blockwise wgrad and forward on 128x256 tiles with the two consumer
 // warpgroups taking turns at the tensor cores
-// (staggered_block_promotion_mainloop.cuh: one warpgroup scales its sums
-// while the other's MMAs run), against the half-width promotion's wgrad
-// (the same bits) and CUTLASS's 128x128 forward. At mixtral fc1 the
-// blockwise wgrad took 4.52 ms of a 13.8 ms step against per-tensor's 2.95
-// (benchmarks/h100-2026-12-07-ec07e5e-step-profile.txt).
+// (tensor_core_turns.cuh: one warpgroup scales its sums while the other's
+// MMAs run), against the half-width promotion's wgrad (the same bits) and
+// CUTLASS's 128x128 forward. At mixtral fc1 the blockwise wgrad took 4.52
+// ms of a 13.8 ms step against per-tensor's 2.95
+// (benchmarks/h100-2026-12-07-ec07e5e-step-profile.txt). The same turns on
+// the per-tensor promoting wgrad, against the production one.
 // Candidates that lost were removed, with the run that decided:
 //  - the direct store (sources in commit 123ff57): an epilogue that wrote
 //    each thread's accumulators to global memory from registers (16-byte
@@ -259,15 +260,16 @@
 // experts on H100s (2026-12-07, three runs;
 // benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major*.json,
 // h100-2026-12-07-ec07e5e-tune-fp8-block-major-third.json).
-#define GL_SM90_TUNING_KERNELS(X)                       \
-  X(wgrad_e5m2_bf16_fastcoop128x256)                    \
-  X(forward_e4m3_bf16_halfcoop128x256_widestore)        \
-  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)          \
-  X(forward_bf16_coop128x256_widestore)                 \
-  X(forward_e4m3_bf16_block_pipecoop128x128)            \
-  X(dgrad_e4m3_bf16_block_pipecoop128x128)              \
-  X(wgrad_e4m3_bf16_block_staggercoop128x256_widestore) \
-  X(forward_e4m3_bf16_block_staggercoop128x256_widestore)
+#define GL_SM90_TUNING_KERNELS(X)                         \
+  X(wgrad_e5m2_bf16_fastcoop128x256)                      \
+  X(forward_e4m3_bf16_halfcoop128x256_widestore)          \
+  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)            \
+  X(forward_bf16_coop128x256_widestore)                   \
+  X(forward_e4m3_bf16_block_pipecoop128x128)              \
+  X(dgrad_e4m3_bf16_block_pipecoop128x128)                \
+  X(wgrad_e4m3_bf16_block_staggercoop128x256_widestore)   \
+  X(forward_e4m3_bf16_block_staggercoop128x256_widestore) \
+  X(wgrad_e5m2_bf16_staggercoop128x256_widestore_overlap)
 
 namespace grouped_linear::cuda::sm90 {
 

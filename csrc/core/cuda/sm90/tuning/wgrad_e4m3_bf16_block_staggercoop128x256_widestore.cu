@@ -1,4 +1,4 @@
-#include "core/cuda/sm90/staggered_block_promotion_mainloop.cuh"
+#include "core/cuda/sm90/block_half_promotion_mainloop.cuh"
 
 // Candidate: the blockwise wgrad with the two consumer warpgroups taking
 // turns at the tensor cores (against
