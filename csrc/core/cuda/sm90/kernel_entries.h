@@ -112,9 +112,20 @@
 // MMAs run), against the half-width promotion's wgrad (the same bits) and
 // CUTLASS's 128x128 forward. At mixtral fc1 the blockwise wgrad took 4.52
 // ms of a 13.8 ms step against per-tensor's 2.95
-// (benchmarks/h100-2026-12-07-ec07e5e-step-profile.txt). The same turns on
-// the per-tensor promoting wgrad, against the production one.
+// (benchmarks/h100-2026-12-07-ec07e5e-step-profile.txt). Two runs on one
+// H100 (2026-12-07, benchmarks/h100-2026-12-07-e5fdf2c-tune-stagger-*.json),
+// as a share of dense at 32-128 experts, candidate over production: the
+// wgrad 0.96-1.12 (geometric means 0.99 and 1.03), at mixtral 0.90-1.08
+// (1.00, 0.95): no clear gain yet; the forward 0.99-1.16 (1.07, 1.06) of
+// CUTLASS's 128x128, at mixtral 0.92-1.11, which the 128x256 tile may
+// explain as much as the turns (no 128x256 blockwise forward without them
+// is built yet).
 // Candidates that lost were removed, with the run that decided:
+//  - the per-tensor promoting wgrad taking turns (sources in commit
+//    e5fdf2c): against the production _halfcoop128x256_widestore_overlap,
+//    0.95-1.03 at 32-128 experts (geometric means 1.00 and 0.99) and
+//    0.91-1.04 at mixtral (0.96, 0.98) in two runs on one H100
+//    (benchmarks/h100-2026-12-07-e5fdf2c-tune-fp8-stagger-*.json);
 //  - the direct store (sources in commit 123ff57): an epilogue that wrote
 //    each thread's accumulators to global memory from registers (16-byte
 //    stores after an exchange within each quad of lanes; 8-byte pairs for
@@ -260,16 +271,15 @@
 // experts on H100s (2026-12-07, three runs;
 // benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major*.json,
 // h100-2026-12-07-ec07e5e-tune-fp8-block-major-third.json).
-#define GL_SM90_TUNING_KERNELS(X)                         \
-  X(wgrad_e5m2_bf16_fastcoop128x256)                      \
-  X(forward_e4m3_bf16_halfcoop128x256_widestore)          \
-  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)            \
-  X(forward_bf16_coop128x256_widestore)                   \
-  X(forward_e4m3_bf16_block_pipecoop128x128)              \
-  X(dgrad_e4m3_bf16_block_pipecoop128x128)                \
-  X(wgrad_e4m3_bf16_block_staggercoop128x256_widestore)   \
-  X(forward_e4m3_bf16_block_staggercoop128x256_widestore) \
-  X(wgrad_e5m2_bf16_staggercoop128x256_widestore_overlap)
+#define GL_SM90_TUNING_KERNELS(X)                       \
+  X(wgrad_e5m2_bf16_fastcoop128x256)                    \
+  X(forward_e4m3_bf16_halfcoop128x256_widestore)        \
+  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)          \
+  X(forward_bf16_coop128x256_widestore)                 \
+  X(forward_e4m3_bf16_block_pipecoop128x128)            \
+  X(dgrad_e4m3_bf16_block_pipecoop128x128)              \
+  X(wgrad_e4m3_bf16_block_staggercoop128x256_widestore) \
+  X(forward_e4m3_bf16_block_staggercoop128x256_widestore)
 
 namespace grouped_linear::cuda::sm90 {
 
