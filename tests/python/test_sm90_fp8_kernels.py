@@ -621,8 +621,7 @@ def test_pipelined_block_promotion_gives_the_production_bits(pipelined_kernel, r
     assert_same_bits(production, kernel, (rows, width), run)
 
 
-STAGGERED_KERNELS = [k for k in KERNELS + BLOCK_KERNELS
-                     if isinstance(k, str) and "_staggercoop" in k] or [
+STAGGERED_KERNELS = [k for k in BLOCK_KERNELS if "_block_staggercoop" in k] or [
     pytest.param("none", marks=pytest.mark.skip(
         reason="no staggered candidate built (GL_SM90_TUNING, sm90 engine)"))]
 
@@ -633,23 +632,19 @@ def test_staggered_promotion_over_many_tiles(staggered_kernel, reduction, gen):
     """The warpgroups taking turns at the tensor cores (tensor_core_turns.cuh)
     hand over through named barriers that must balance within every tile:
     more tiles than CTAs (each CTA runs several, of different k-tile counts,
-    empty groups' among them). The wgrads run the half-width promotion's
-    operations in its order, so they give the production kernel's bits; the
+    empty groups' among them). The wgrad runs the half-width promotion's
+    operations in its order, so it gives the production kernel's bits; the
     forward is checked against float64."""
     if not _sm90_available():
         pytest.skip("needs an sm_90 GPU")
     kernel = staggered_kernel
-    role, a_fmt = kernel.split("_")[:2]
-    block_scaled = "_block_" in kernel
+    role = kernel.split("_")[0]
     groups = 6
     if role == "wgrad":  # the reduction is the rows; 6 groups of 1024 x 1024 tiles: 192 tiles
         rows, n, k = reduction * groups, 1024, 1024
         splits = make_splits(gen, rows, groups, "random_with_zeros")
-        dy, x = codes(gen, (rows, n), a_fmt), codes(gen, (rows, k), "e4m3")
-        if block_scaled:
-            sdy, sx = column_block_scales(gen, n, splits), column_block_scales(gen, k, splits)
-        else:
-            sdy, sx = scales(gen, 1), scales(gen, 1)
+        dy, x = codes(gen, (rows, n), "e4m3"), codes(gen, (rows, k), "e4m3")
+        sdy, sx = column_block_scales(gen, n, splits), column_block_scales(gen, k, splits)
         dy_t, x_t = columnwise(dy, splits), columnwise(x, splits)
         production = kernel.replace("_staggercoop", "_halfcoop")
         assert production in ops.kernel_names("cuda", ENGINE)
@@ -657,7 +652,6 @@ def test_staggered_promotion_over_many_tiles(staggered_kernel, reduction, gen):
                          lambda out: ops.fp8_wgrad(dy_t, sdy, x_t, sx, splits, rows, out=out,
                                                    engine=ENGINE))
     else:  # 2000 rows in 6 groups over N = 2048: about 170 tiles of 128 x 256
-        assert block_scaled, "a per-tensor forward candidate: add its reference"
         rows, k, n = 2000, reduction, 2048
         splits = make_splits(gen, rows, groups, "random_with_zeros")
         x, w = codes(gen, (rows, k), "e4m3"), codes(gen, (groups, n, k), "e4m3")
