@@ -120,11 +120,12 @@ TEST(Sm90KernelSelection, BlockScaledKernelsOnlyForBlockScales) {
   const std::vector<int64_t> uniform(8, 2048);
   // One tile configuration per role, chosen whatever the group sizes. The
   // bf16 wgrad stores its tile whole (_widestore) unless it accumulates into
-  // the output, which those kernels cannot; E4M3 dY's on 128x256 tiles.
+  // the output, which those kernels cannot; E4M3 dY's on 128x256 tiles. The
+  // bf16 forward's warpgroups take turns at the tensor cores on 128x256.
   for (const auto& sizes :
        {uniform, skewed(128), std::vector<int64_t>{0, 0}, std::vector<int64_t>(32, 4096)}) {
     EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes, true),
-              "forward_e4m3_bf16_block_coop128x128");
+              "forward_e4m3_bf16_block_staggercoop128x256_widestore");
     EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, sizes, true),
               "dgrad_e4m3_bf16_block_coop128x128");
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, sizes, true),
@@ -214,7 +215,7 @@ TEST(Sm90KernelSelection, OverrideKeepsPerTensorAndBlockScalingApart) {
   set_kernel_override("forward_e4m3_bf16_fastping64x256");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_fastping64x256");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true),
-            "forward_e4m3_bf16_block_coop128x128");
+            "forward_e4m3_bf16_block_staggercoop128x256_widestore");
   set_kernel_override("");
 }
 
@@ -281,7 +282,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF32, uniform, false, true),
             "wgrad_e5m2_to_fp32_halfcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true, true),
-            "forward_e4m3_bf16_block_coop128x128");
+            "forward_e4m3_bf16_block_staggercoop128x256_widestore");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, DType::kFloat16, uniform, false, true),
             "forward_e4m3_fp16_halfcoop128x256");
 }

@@ -99,8 +99,7 @@ struct HalfWidthMma {
 // Base: the mainloop CUTLASS builds for a cooperative FP8 (promoting)
 // configuration. Only the consumer side changes: its TiledMma (atoms half as
 // wide, two along N), mma() and mma_tail(); loads, pipeline and tensor maps
-// are the base's. Turns: the warpgroups' MMA issue order (tensor_core_turns.cuh;
-// taking turns gained nothing on the per-tensor wgrad, see kernel_entries.h).
+// are the base's. Turns: the warpgroups' MMA issue order (tensor_core_turns.cuh).
 template <class Base, class Turns = TogetherAtTensorCores>
 struct HalfPromotionMainloop : Base {
   using Mma = HalfWidthMma<Base>;
@@ -143,5 +142,13 @@ struct Fp8HalfPromotionCoop128x256 : TileConfig<128, 256, 128, 1, true> {
 };
 // With the wide store (kernel_configs.cuh), one 128x128 piece a half.
 using Fp8HalfPromotionCoop128x256WideStore = WideStoreConfig<Fp8HalfPromotionCoop128x256, 128>;
+
+// The same with the warpgroups taking turns at the tensor cores (a tuning
+// candidate for the forward and dgrad; the wgrad's gained nothing,
+// kernel_entries.h).
+struct Fp8StaggeredCoop128x256 : TileConfig<128, 256, 128, 1, true> {
+  template <class Built>
+  using Mainloop = HalfPromotionMainloop<Built, TurnsAtTensorCores>;
+};
 
 }  // namespace grouped_linear::cuda::sm90

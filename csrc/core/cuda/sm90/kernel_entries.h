@@ -11,63 +11,64 @@
 
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 
-#define GL_SM90_KERNELS(X)                           \
-  X(forward_bf16_coop128x256)                        \
-  X(forward_bf16_ping64x256)                         \
-  X(forward_fp16_coop128x256)                        \
-  X(forward_fp16_ping64x256)                         \
-  X(dgrad_bf16_coop128x256)                          \
-  X(dgrad_bf16_ping64x256)                           \
-  X(dgrad_fp16_coop128x256)                          \
-  X(dgrad_fp16_ping64x256)                           \
-  X(wgrad_bf16_coop128x256)                          \
-  X(wgrad_bf16_coop256x128)                          \
-  X(wgrad_fp16_coop128x256)                          \
-  X(wgrad_fp16_coop256x128)                          \
-  X(wgrad_bf16_to_fp32_coop128x256)                  \
-  X(wgrad_bf16_to_fp32_coop256x128)                  \
-  X(wgrad_fp16_to_fp32_coop128x256)                  \
-  X(wgrad_fp16_to_fp32_coop256x128)                  \
-  X(forward_e4m3_bf16_halfcoop128x256)               \
-  X(dgrad_e4m3_bf16_coop128x128)                     \
-  X(dgrad_e4m3_bf16_ping64x128)                      \
-  X(dgrad_e5m2_bf16_halfcoop128x256)                 \
-  X(wgrad_e4m3_bf16_coop128x128)                     \
-  X(wgrad_e5m2_bf16_halfcoop128x256_widestore)       \
-  X(wgrad_e5m2_bf16_halfcoop128x256)                 \
-  X(wgrad_e4m3_to_fp32_coop128x128)                  \
-  X(wgrad_e5m2_to_fp32_halfcoop128x256)              \
-  X(forward_e4m3_bf16_block_coop128x128)             \
-  X(dgrad_e4m3_bf16_block_coop128x128)               \
-  X(dgrad_e5m2_bf16_block_coop128x128)               \
-  X(wgrad_e4m3_bf16_block_halfcoop128x256_widestore) \
-  X(wgrad_e4m3_bf16_block_coop128x128_widestore)     \
-  X(wgrad_e5m2_bf16_block_coop128x128_widestore)     \
-  X(wgrad_e4m3_bf16_block_coop128x128)               \
-  X(wgrad_e5m2_bf16_block_coop128x128)               \
-  X(wgrad_e4m3_to_fp32_block_coop128x128)            \
-  X(wgrad_e5m2_to_fp32_block_coop128x128)            \
-  X(forward_e4m3_bf16_fastcoop128x256)               \
-  X(forward_e4m3_bf16_fastping64x256)                \
-  X(dgrad_e5m2_bf16_fastcoop128x256)                 \
-  X(dgrad_e5m2_bf16_fastping64x256)                  \
-  X(wgrad_e5m2_bf16_fastcoop256x128_widestore)       \
-  X(wgrad_e5m2_bf16_fastcoop256x128)                 \
-  X(forward_e4m3_fp16_halfcoop128x256)               \
-  X(forward_e4m3_fp32_halfcoop128x256)               \
-  X(dgrad_e5m2_fp16_halfcoop128x256)                 \
-  X(dgrad_e5m2_fp32_halfcoop128x256)                 \
-  X(dgrad_e4m3_fp16_coop128x128)                     \
-  X(dgrad_e4m3_fp32_coop128x128)                     \
-  X(wgrad_e5m2_fp16_halfcoop128x256_widestore)       \
-  X(wgrad_e4m3_fp16_coop128x128)                     \
-  X(forward_e4m3_fp16_block_coop128x128)             \
-  X(forward_e4m3_fp32_block_coop128x128)             \
-  X(dgrad_e5m2_fp16_block_coop128x128)               \
-  X(dgrad_e5m2_fp32_block_coop128x128)               \
-  X(dgrad_e4m3_fp16_block_coop128x128)               \
-  X(dgrad_e4m3_fp32_block_coop128x128)               \
-  X(wgrad_e5m2_fp16_block_coop128x128_widestore)     \
+#define GL_SM90_KERNELS(X)                                \
+  X(forward_bf16_coop128x256)                             \
+  X(forward_bf16_ping64x256)                              \
+  X(forward_fp16_coop128x256)                             \
+  X(forward_fp16_ping64x256)                              \
+  X(dgrad_bf16_coop128x256)                               \
+  X(dgrad_bf16_ping64x256)                                \
+  X(dgrad_fp16_coop128x256)                               \
+  X(dgrad_fp16_ping64x256)                                \
+  X(wgrad_bf16_coop128x256)                               \
+  X(wgrad_bf16_coop256x128)                               \
+  X(wgrad_fp16_coop128x256)                               \
+  X(wgrad_fp16_coop256x128)                               \
+  X(wgrad_bf16_to_fp32_coop128x256)                       \
+  X(wgrad_bf16_to_fp32_coop256x128)                       \
+  X(wgrad_fp16_to_fp32_coop128x256)                       \
+  X(wgrad_fp16_to_fp32_coop256x128)                       \
+  X(forward_e4m3_bf16_halfcoop128x256)                    \
+  X(dgrad_e4m3_bf16_coop128x128)                          \
+  X(dgrad_e4m3_bf16_ping64x128)                           \
+  X(dgrad_e5m2_bf16_halfcoop128x256)                      \
+  X(wgrad_e4m3_bf16_coop128x128)                          \
+  X(wgrad_e5m2_bf16_halfcoop128x256_widestore)            \
+  X(wgrad_e5m2_bf16_halfcoop128x256)                      \
+  X(wgrad_e4m3_to_fp32_coop128x128)                       \
+  X(wgrad_e5m2_to_fp32_halfcoop128x256)                   \
+  X(forward_e4m3_bf16_block_staggercoop128x256_widestore) \
+  X(forward_e4m3_bf16_block_coop128x128)                  \
+  X(dgrad_e4m3_bf16_block_coop128x128)                    \
+  X(dgrad_e5m2_bf16_block_coop128x128)                    \
+  X(wgrad_e4m3_bf16_block_halfcoop128x256_widestore)      \
+  X(wgrad_e4m3_bf16_block_coop128x128_widestore)          \
+  X(wgrad_e5m2_bf16_block_coop128x128_widestore)          \
+  X(wgrad_e4m3_bf16_block_coop128x128)                    \
+  X(wgrad_e5m2_bf16_block_coop128x128)                    \
+  X(wgrad_e4m3_to_fp32_block_coop128x128)                 \
+  X(wgrad_e5m2_to_fp32_block_coop128x128)                 \
+  X(forward_e4m3_bf16_fastcoop128x256)                    \
+  X(forward_e4m3_bf16_fastping64x256)                     \
+  X(dgrad_e5m2_bf16_fastcoop128x256)                      \
+  X(dgrad_e5m2_bf16_fastping64x256)                       \
+  X(wgrad_e5m2_bf16_fastcoop256x128_widestore)            \
+  X(wgrad_e5m2_bf16_fastcoop256x128)                      \
+  X(forward_e4m3_fp16_halfcoop128x256)                    \
+  X(forward_e4m3_fp32_halfcoop128x256)                    \
+  X(dgrad_e5m2_fp16_halfcoop128x256)                      \
+  X(dgrad_e5m2_fp32_halfcoop128x256)                      \
+  X(dgrad_e4m3_fp16_coop128x128)                          \
+  X(dgrad_e4m3_fp32_coop128x128)                          \
+  X(wgrad_e5m2_fp16_halfcoop128x256_widestore)            \
+  X(wgrad_e4m3_fp16_coop128x128)                          \
+  X(forward_e4m3_fp16_block_coop128x128)                  \
+  X(forward_e4m3_fp32_block_coop128x128)                  \
+  X(dgrad_e5m2_fp16_block_coop128x128)                    \
+  X(dgrad_e5m2_fp32_block_coop128x128)                    \
+  X(dgrad_e4m3_fp16_block_coop128x128)                    \
+  X(dgrad_e4m3_fp32_block_coop128x128)                    \
+  X(wgrad_e5m2_fp16_block_coop128x128_widestore)          \
   X(wgrad_e4m3_fp16_block_coop128x128_widestore)
 
 // The FP8 wide-store wgrads whose group switches do not wait for their
@@ -106,21 +107,28 @@
 // (benchmarks/h100-2026-12-07-f9916c0-tune-block-pipelined*.json). With
 // block-major scales (one run): 0.95-1.02 at 32-128 experts, 0.93-1.22 at
 // mixtral (benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major.json).
-// The blockwise wgrad and forward on 128x256 tiles with the two consumer
-// warpgroups taking turns at the tensor cores
-// (tensor_core_turns.cuh: one warpgroup scales its sums while the other's
-// MMAs run), against the half-width promotion's wgrad (the same bits) and
-// CUTLASS's 128x128 forward. At mixtral fc1 the blockwise wgrad took 4.52
-// ms of a 13.8 ms step against per-tensor's 2.95
-// (benchmarks/h100-2026-12-07-ec07e5e-step-profile.txt). Two runs on one
-// H100 (2026-12-07, benchmarks/h100-2026-12-07-e5fdf2c-tune-stagger-*.json),
-// as a share of dense at 32-128 experts, candidate over production: the
-// wgrad 0.96-1.12 (geometric means 0.99 and 1.03), at mixtral 0.90-1.08
-// (1.00, 0.95): no clear gain yet; the forward 0.99-1.16 (1.07, 1.06) of
-// CUTLASS's 128x128, at mixtral 0.92-1.11, which the 128x256 tile may
-// explain as much as the turns (no 128x256 blockwise forward without them
-// is built yet).
+// Warpgroups taking turns at the tensor cores (tensor_core_turns.cuh: one
+// warpgroup scales or promotes its sums while the other's MMAs run), which
+// made the blockwise forward on 128x256 a winner (below): the blockwise
+// forward with the default store (a deeper mainloop pipeline than the wide
+// store's) and the blockwise E4M3 dgrad, each against its production
+// kernel; the promoting per-tensor forward and E5M2 dgrad, against the
+// production half-width ones (the same bits).
 // Candidates that lost were removed, with the run that decided:
+//  - the blockwise E4M3 wgrad taking turns (sources in commit b84aa7c),
+//    against the production _block_halfcoop128x256_widestore (the same
+//    bits): as a share of dense, candidate over production, 0.96-1.12 at
+//    32-128 experts (geometric means 0.99 and 1.03 in two runs on one H100)
+//    and 0.90-1.08 at mixtral (1.00, 0.95)
+//    (benchmarks/h100-2026-12-07-e5fdf2c-tune-stagger-*.json); a third
+//    run, 0.98-1.01 and 0.86-1.02
+//    (benchmarks/h100-2026-12-07-tune-block-turns.txt);
+//  - the blockwise forward on 128x256 with the half-width promotion and
+//    both warpgroups issuing together (written again 2026-12-07 to
+//    separate the tile from the turns; the config is
+//    Fp8BlockHalfPromotionCoop128x256WideStore): below the same kernel
+//    taking turns in all 24 rows of two runs on one H100, 0.84-0.99 of
+//    its share of dense (benchmarks/h100-2026-12-07-tune-block-turns.txt);
 //  - the per-tensor promoting wgrad taking turns (sources in commit
 //    e5fdf2c): against the production _halfcoop128x256_widestore_overlap,
 //    0.95-1.03 at 32-128 experts (geometric means 1.00 and 0.99) and
@@ -261,7 +269,15 @@
 // tuning rows, 0.36-0.62 at 32-128 experts, 0.70-0.95 at 8;
 // benchmarks/h100-2026-12-05-d75c52e-tune-fp8-block.json). It is listed
 // before the 128x128 one, which keeps E5M2 dY (no 128x256 kernel) and
-// accumulation (the wide store reads no C).
+// accumulation (the wide store reads no C). And the blockwise forward on
+// 128x256 with the warpgroups taking turns at the tensor cores and the wide
+// store (bf16 output; fp16 and fp32 keep 128x128): against CUTLASS's
+// 128x128, as a share of dense, 1.00-1.22 at 32-128 experts in two runs on
+// one H100 (ahead most where routing is skewed: 1.08-1.22), at mixtral
+// 0.94-1.13 (benchmarks/h100-2026-12-07-tune-block-turns.txt; two earlier
+// runs, 0.99-1.16 and 0.92-1.11:
+// benchmarks/h100-2026-12-07-e5fdf2c-tune-stagger-*.json). Listed first,
+// it runs for every group shape (128x256 pads N to 256).
 // References removed once they had measured their change: the forward,
 // dgrad and blockwise wgrad reading the activations' scales K-major
 // (`_block_km*`, sources in commit 76b649c), the layout before they became
@@ -278,8 +294,10 @@
   X(forward_bf16_coop128x256_widestore)                 \
   X(forward_e4m3_bf16_block_pipecoop128x128)            \
   X(dgrad_e4m3_bf16_block_pipecoop128x128)              \
-  X(wgrad_e4m3_bf16_block_staggercoop128x256_widestore) \
-  X(forward_e4m3_bf16_block_staggercoop128x256_widestore)
+  X(forward_e4m3_bf16_block_staggercoop128x256)         \
+  X(dgrad_e4m3_bf16_block_staggercoop128x256_widestore) \
+  X(forward_e4m3_bf16_staggercoop128x256)               \
+  X(dgrad_e5m2_bf16_staggercoop128x256)
 
 namespace grouped_linear::cuda::sm90 {
 

@@ -122,9 +122,10 @@ const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType 
   return select_kernel(role, input_a, input_b, output, /*block_scaled=*/false, shape);
 }
 
-// Block-scaled FP8 kernels: 128x128 cooperative tiles, and for the E4M3
-// wgrad that writes (does not accumulate) a 128x256 one listed first, which
-// the search below takes whatever the preferred height (kernel_entries.h).
+// Block-scaled FP8 kernels: 128x128 cooperative tiles, and a 128x256 one
+// listed first for the bf16 forward and for the E4M3 wgrad that writes
+// (does not accumulate), which the search below takes whatever the
+// preferred height (kernel_entries.h).
 const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType output,
                                  bool block_scaled, const GroupShape& shape,
                                  bool fast_accumulation) {
