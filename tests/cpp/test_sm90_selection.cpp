@@ -118,16 +118,22 @@ TEST(Sm90KernelSelection, Fp8KernelsMatchBothOperandFormats) {
 TEST(Sm90KernelSelection, BlockScaledKernelsOnlyForBlockScales) {
   constexpr DType kE4 = DType::kFloat8E4M3, kE5 = DType::kFloat8E5M2, kF32 = DType::kFloat32;
   const std::vector<int64_t> uniform(8, 2048);
-  // One tile configuration per role, chosen whatever the group sizes. The
-  // bf16 wgrad stores its tile whole (_widestore) unless it accumulates into
-  // the output, which those kernels cannot; E4M3 dY's on 128x256 tiles. The
-  // bf16 forward's warpgroups take turns at the tensor cores on 128x256.
+  // The bf16 wgrad stores its tile whole (_widestore) unless it accumulates
+  // into the output, which those kernels cannot; E4M3 dY's on 128x256
+  // tiles. The bf16 forward and E4M3 dgrad: 128x256 tiles whose warpgroups
+  // take turns at the tensor cores where groups average under 1024 rows,
+  // else 128x128.
   for (const auto& sizes :
        {uniform, skewed(128), std::vector<int64_t>{0, 0}, std::vector<int64_t>(32, 4096)}) {
+    int64_t rows = 0;
+    for (const int64_t m : sizes) rows += m;
+    const bool short_groups = rows < 1024 * static_cast<int64_t>(sizes.size());
     EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, sizes, true),
-              "forward_e4m3_bf16_block_staggercoop128x256_widestore");
+              short_groups ? "forward_e4m3_bf16_block_staggercoop128x256_widestore"
+                           : "forward_e4m3_bf16_block_coop128x128");
     EXPECT_EQ(pick_fp8(Role::kDgrad, kE4, kE4, kBf16, sizes, true),
-              "dgrad_e4m3_bf16_block_coop128x128");
+              short_groups ? "dgrad_e4m3_bf16_block_staggercoop128x256_widestore"
+                           : "dgrad_e4m3_bf16_block_coop128x128");
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, sizes, true),
               "wgrad_e4m3_bf16_block_halfcoop128x256_widestore");
     EXPECT_EQ(pick_fp8(Role::kWgrad, kE4, kE4, kBf16, sizes, true, false, /*accumulate=*/true),
@@ -215,6 +221,8 @@ TEST(Sm90KernelSelection, OverrideKeepsPerTensorAndBlockScalingApart) {
   set_kernel_override("forward_e4m3_bf16_fastping64x256");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform), "forward_e4m3_bf16_fastping64x256");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true),
+            "forward_e4m3_bf16_block_coop128x128");
+  EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, skewed(8), true),
             "forward_e4m3_bf16_block_staggercoop128x256_widestore");
   set_kernel_override("");
 }
@@ -282,7 +290,7 @@ TEST(Sm90KernelSelection, FastAccumulationOnlyWhenAllowed) {
   EXPECT_EQ(pick_fp8(Role::kWgrad, kE5, kE4, kF32, uniform, false, true),
             "wgrad_e5m2_to_fp32_halfcoop128x256");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, kBf16, uniform, true, true),
-            "forward_e4m3_bf16_block_staggercoop128x256_widestore");
+            "forward_e4m3_bf16_block_coop128x128");
   EXPECT_EQ(pick_fp8(Role::kForward, kE4, kE4, DType::kFloat16, uniform, false, true),
             "forward_e4m3_fp16_halfcoop128x256");
 }

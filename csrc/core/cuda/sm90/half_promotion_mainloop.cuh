@@ -99,8 +99,10 @@ struct HalfWidthMma {
 // Base: the mainloop CUTLASS builds for a cooperative FP8 (promoting)
 // configuration. Only the consumer side changes: its TiledMma (atoms half as
 // wide, two along N), mma() and mma_tail(); loads, pipeline and tensor maps
-// are the base's. Turns: the warpgroups' MMA issue order (tensor_core_turns.cuh).
-template <class Base, class Turns = TogetherAtTensorCores>
+// are the base's. Both warpgroups issue together: taking turns at the tensor
+// cores (tensor_core_turns.cuh) gained nothing in the per-tensor kernels,
+// whose promotion is one add an element (kernel_entries.h).
+template <class Base>
 struct HalfPromotionMainloop : Base {
   using Mma = HalfWidthMma<Base>;
   using TiledMma = typename Mma::TiledMma;
@@ -116,18 +118,17 @@ struct HalfPromotionMainloop : Base {
     auto fragments = Mma::fragments(tiled_mma, thread_idx, shared_tensors, accum);
     auto& tCrA = get<0>(fragments);
     auto& tCrB = get<1>(fragments);
-    Turns turns(thread_idx);
+    TogetherAtTensorCores together(thread_idx);
     Tensor partial = make_fragment_like(accum(_, 0, 0));  // one half's tensor-core sums
     clear(accum);
     Mma::for_each_k_tile(pipeline, smem_pipe_read, k_tile_count, [&](int stage) {
       CUTLASS_PRAGMA_UNROLL
       for (int half = 0; half < 2; ++half) {
-        Mma::run_half(tiled_mma, tCrA, tCrB, stage, half, partial, turns);
+        Mma::run_half(tiled_mma, tCrA, tCrB, stage, half, partial, together);
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < size(partial); ++i) accum(i, 0, half) += partial(i);
       }
     });
-    turns.finish();
   }
 
   // mma() waits for every MMA and releases every stage it read.
@@ -142,13 +143,5 @@ struct Fp8HalfPromotionCoop128x256 : TileConfig<128, 256, 128, 1, true> {
 };
 // With the wide store (kernel_configs.cuh), one 128x128 piece a half.
 using Fp8HalfPromotionCoop128x256WideStore = WideStoreConfig<Fp8HalfPromotionCoop128x256, 128>;
-
-// The same with the warpgroups taking turns at the tensor cores (a tuning
-// candidate for the forward and dgrad; the wgrad's gained nothing,
-// kernel_entries.h).
-struct Fp8StaggeredCoop128x256 : TileConfig<128, 256, 128, 1, true> {
-  template <class Built>
-  using Mainloop = HalfPromotionMainloop<Built, TurnsAtTensorCores>;
-};
 
 }  // namespace grouped_linear::cuda::sm90

@@ -11,78 +11,94 @@
 
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
 
-#define GL_SM90_KERNELS(X)                                \
-  X(forward_bf16_coop128x256)                             \
-  X(forward_bf16_ping64x256)                              \
-  X(forward_fp16_coop128x256)                             \
-  X(forward_fp16_ping64x256)                              \
-  X(dgrad_bf16_coop128x256)                               \
-  X(dgrad_bf16_ping64x256)                                \
-  X(dgrad_fp16_coop128x256)                               \
-  X(dgrad_fp16_ping64x256)                                \
-  X(wgrad_bf16_coop128x256)                               \
-  X(wgrad_bf16_coop256x128)                               \
-  X(wgrad_fp16_coop128x256)                               \
-  X(wgrad_fp16_coop256x128)                               \
-  X(wgrad_bf16_to_fp32_coop128x256)                       \
-  X(wgrad_bf16_to_fp32_coop256x128)                       \
-  X(wgrad_fp16_to_fp32_coop128x256)                       \
-  X(wgrad_fp16_to_fp32_coop256x128)                       \
-  X(forward_e4m3_bf16_halfcoop128x256)                    \
-  X(dgrad_e4m3_bf16_coop128x128)                          \
-  X(dgrad_e4m3_bf16_ping64x128)                           \
-  X(dgrad_e5m2_bf16_halfcoop128x256)                      \
-  X(wgrad_e4m3_bf16_coop128x128)                          \
-  X(wgrad_e5m2_bf16_halfcoop128x256_widestore)            \
-  X(wgrad_e5m2_bf16_halfcoop128x256)                      \
-  X(wgrad_e4m3_to_fp32_coop128x128)                       \
-  X(wgrad_e5m2_to_fp32_halfcoop128x256)                   \
-  X(forward_e4m3_bf16_block_staggercoop128x256_widestore) \
-  X(forward_e4m3_bf16_block_coop128x128)                  \
-  X(dgrad_e4m3_bf16_block_coop128x128)                    \
-  X(dgrad_e5m2_bf16_block_coop128x128)                    \
-  X(wgrad_e4m3_bf16_block_halfcoop128x256_widestore)      \
-  X(wgrad_e4m3_bf16_block_coop128x128_widestore)          \
-  X(wgrad_e5m2_bf16_block_coop128x128_widestore)          \
-  X(wgrad_e4m3_bf16_block_coop128x128)                    \
-  X(wgrad_e5m2_bf16_block_coop128x128)                    \
-  X(wgrad_e4m3_to_fp32_block_coop128x128)                 \
-  X(wgrad_e5m2_to_fp32_block_coop128x128)                 \
-  X(forward_e4m3_bf16_fastcoop128x256)                    \
-  X(forward_e4m3_bf16_fastping64x256)                     \
-  X(dgrad_e5m2_bf16_fastcoop128x256)                      \
-  X(dgrad_e5m2_bf16_fastping64x256)                       \
-  X(wgrad_e5m2_bf16_fastcoop256x128_widestore)            \
-  X(wgrad_e5m2_bf16_fastcoop256x128)                      \
-  X(forward_e4m3_fp16_halfcoop128x256)                    \
-  X(forward_e4m3_fp32_halfcoop128x256)                    \
-  X(dgrad_e5m2_fp16_halfcoop128x256)                      \
-  X(dgrad_e5m2_fp32_halfcoop128x256)                      \
-  X(dgrad_e4m3_fp16_coop128x128)                          \
-  X(dgrad_e4m3_fp32_coop128x128)                          \
-  X(wgrad_e5m2_fp16_halfcoop128x256_widestore)            \
-  X(wgrad_e4m3_fp16_coop128x128)                          \
-  X(forward_e4m3_fp16_block_coop128x128)                  \
-  X(forward_e4m3_fp32_block_coop128x128)                  \
-  X(dgrad_e5m2_fp16_block_coop128x128)                    \
-  X(dgrad_e5m2_fp32_block_coop128x128)                    \
-  X(dgrad_e4m3_fp16_block_coop128x128)                    \
-  X(dgrad_e4m3_fp32_block_coop128x128)                    \
-  X(wgrad_e5m2_fp16_block_coop128x128_widestore)          \
+#define GL_SM90_KERNELS(X)                           \
+  X(forward_bf16_coop128x256)                        \
+  X(forward_bf16_ping64x256)                         \
+  X(forward_fp16_coop128x256)                        \
+  X(forward_fp16_ping64x256)                         \
+  X(dgrad_bf16_coop128x256)                          \
+  X(dgrad_bf16_ping64x256)                           \
+  X(dgrad_fp16_coop128x256)                          \
+  X(dgrad_fp16_ping64x256)                           \
+  X(wgrad_bf16_coop128x256)                          \
+  X(wgrad_bf16_coop256x128)                          \
+  X(wgrad_fp16_coop128x256)                          \
+  X(wgrad_fp16_coop256x128)                          \
+  X(wgrad_bf16_to_fp32_coop128x256)                  \
+  X(wgrad_bf16_to_fp32_coop256x128)                  \
+  X(wgrad_fp16_to_fp32_coop128x256)                  \
+  X(wgrad_fp16_to_fp32_coop256x128)                  \
+  X(forward_e4m3_bf16_halfcoop128x256)               \
+  X(dgrad_e4m3_bf16_coop128x128)                     \
+  X(dgrad_e4m3_bf16_ping64x128)                      \
+  X(dgrad_e5m2_bf16_halfcoop128x256)                 \
+  X(wgrad_e4m3_bf16_coop128x128)                     \
+  X(wgrad_e5m2_bf16_halfcoop128x256_widestore)       \
+  X(wgrad_e5m2_bf16_halfcoop128x256)                 \
+  X(wgrad_e4m3_to_fp32_coop128x128)                  \
+  X(wgrad_e5m2_to_fp32_halfcoop128x256)              \
+  X(forward_e4m3_bf16_block_coop128x128)             \
+  X(dgrad_e4m3_bf16_block_coop128x128)               \
+  X(dgrad_e5m2_bf16_block_coop128x128)               \
+  X(wgrad_e4m3_bf16_block_halfcoop128x256_widestore) \
+  X(wgrad_e4m3_bf16_block_coop128x128_widestore)     \
+  X(wgrad_e5m2_bf16_block_coop128x128_widestore)     \
+  X(wgrad_e4m3_bf16_block_coop128x128)               \
+  X(wgrad_e5m2_bf16_block_coop128x128)               \
+  X(wgrad_e4m3_to_fp32_block_coop128x128)            \
+  X(wgrad_e5m2_to_fp32_block_coop128x128)            \
+  X(forward_e4m3_bf16_fastcoop128x256)               \
+  X(forward_e4m3_bf16_fastping64x256)                \
+  X(dgrad_e5m2_bf16_fastcoop128x256)                 \
+  X(dgrad_e5m2_bf16_fastping64x256)                  \
+  X(wgrad_e5m2_bf16_fastcoop256x128_widestore)       \
+  X(wgrad_e5m2_bf16_fastcoop256x128)                 \
+  X(forward_e4m3_fp16_halfcoop128x256)               \
+  X(forward_e4m3_fp32_halfcoop128x256)               \
+  X(dgrad_e5m2_fp16_halfcoop128x256)                 \
+  X(dgrad_e5m2_fp32_halfcoop128x256)                 \
+  X(dgrad_e4m3_fp16_coop128x128)                     \
+  X(dgrad_e4m3_fp32_coop128x128)                     \
+  X(wgrad_e5m2_fp16_halfcoop128x256_widestore)       \
+  X(wgrad_e4m3_fp16_coop128x128)                     \
+  X(forward_e4m3_fp16_block_coop128x128)             \
+  X(forward_e4m3_fp32_block_coop128x128)             \
+  X(dgrad_e5m2_fp16_block_coop128x128)               \
+  X(dgrad_e5m2_fp32_block_coop128x128)               \
+  X(dgrad_e4m3_fp16_block_coop128x128)               \
+  X(dgrad_e4m3_fp32_block_coop128x128)               \
+  X(wgrad_e5m2_fp16_block_coop128x128_widestore)     \
   X(wgrad_e4m3_fp16_block_coop128x128_widestore)
 
-// The FP8 wide-store wgrads whose group switches do not wait for their
-// stores (overlapped_switch_epilogue.cuh), chosen automatically only where
-// groups average under kShortReduction rows (kernel_table.cpp): a CTA's
-// tiles then mostly change group. 2026-12-06 on an H200 (`python -m
-// bench.tune_sm90 --precision fp8 --roles wgrad`, two runs): +0.04 to +0.06
-// of dense at qwen3 uniform, +0.01 to +0.02 skewed, within 0.01 at dsv3;
-// at mixtral (long reductions) up to 0.08 below the kernels they copy.
-// The fp16 one (for fp16 weights) copies the promoting bf16 one.
-#define GL_SM90_SHORT_REDUCTION_KERNELS(X)             \
-  X(wgrad_e5m2_bf16_halfcoop128x256_widestore_overlap) \
-  X(wgrad_e5m2_bf16_fastcoop256x128_widestore_overlap) \
-  X(wgrad_e5m2_fp16_halfcoop128x256_widestore_overlap)
+// Kernels chosen automatically only where groups average under
+// kShortGroupRows rows (kernel_table.cpp), before those of GL_SM90_KERNELS.
+// - The FP8 wide-store wgrads whose group switches do not wait for their
+//   stores (overlapped_switch_epilogue.cuh): with short groups a CTA's
+//   tiles mostly change group. 2026-12-06 on an H200 (`python -m
+//   bench.tune_sm90 --precision fp8 --roles wgrad`, two runs): +0.04 to
+//   +0.06 of dense at qwen3 uniform, +0.01 to +0.02 skewed, within 0.01 at
+//   dsv3; at mixtral (long reductions) up to 0.08 below the kernels they
+//   copy. The fp16 one (for fp16 weights) copies the promoting bf16 one.
+// - The blockwise-scaled bf16 forward and E4M3 dgrad on 128x256 tiles with
+//   the two consumer warpgroups taking turns at the tensor cores
+//   (tensor_core_turns.cuh: one scales its k-block's sums while the
+//   other's MMAs run) and the wide store. Against CUTLASS's 128x128
+//   (_block_coop128x128), as a share of dense, at 32-128 experts (256
+//   rows a group): on one H200 (2026-12-07, two runs) the forward
+//   1.00-1.16, the dgrad 1.00-1.10, ahead most where routing is skewed; on
+//   H100s the forward 0.99-1.22 in four runs. At mixtral (8 experts, 2048
+//   rows a group) the H200 put them at 0.88-1.02 (forward) and 0.89-1.02
+//   (dgrad), the H100s the forward at 0.92-1.13, so long groups keep
+//   128x128 (benchmarks/h200-2026-12-07-ce15be8-tune-block-turns-*.json,
+//   h100-2026-12-07-tune-block-turns.txt,
+//   h100-2026-12-07-e5fdf2c-tune-stagger-*.json). Without the turns the
+//   same tile lost to 128x128 (below). fp16 and fp32 outputs keep 128x128.
+#define GL_SM90_SHORT_GROUP_KERNELS(X)                    \
+  X(wgrad_e5m2_bf16_halfcoop128x256_widestore_overlap)    \
+  X(wgrad_e5m2_bf16_fastcoop256x128_widestore_overlap)    \
+  X(wgrad_e5m2_fp16_halfcoop128x256_widestore_overlap)    \
+  X(forward_e4m3_bf16_block_staggercoop128x256_widestore) \
+  X(dgrad_e4m3_bf16_block_staggercoop128x256_widestore)
 
 // Candidates for `python -m bench.tune_sm90`, never chosen automatically:
 // a fast-accumulation wgrad with bf16's tile for long reductions (128x256;
@@ -107,14 +123,15 @@
 // (benchmarks/h100-2026-12-07-f9916c0-tune-block-pipelined*.json). With
 // block-major scales (one run): 0.95-1.02 at 32-128 experts, 0.93-1.22 at
 // mixtral (benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major.json).
-// Warpgroups taking turns at the tensor cores (tensor_core_turns.cuh: one
-// warpgroup scales or promotes its sums while the other's MMAs run), which
-// made the blockwise forward on 128x256 a winner (below): the blockwise
-// forward with the default store (a deeper mainloop pipeline than the wide
-// store's) and the blockwise E4M3 dgrad, each against its production
-// kernel; the promoting per-tensor forward and E5M2 dgrad, against the
-// production half-width ones (the same bits).
 // Candidates that lost were removed, with the run that decided:
+//  - taking turns at the tensor cores elsewhere (sources in commit
+//    ce15be8), each against the kernel it would replace, as a share of
+//    dense, two runs on one H200 (2026-12-07,
+//    benchmarks/h200-2026-12-07-ce15be8-tune-*-turns-*.json): the
+//    per-tensor promoting forward 0.90-1.02 and E5M2 dgrad 0.95-1.00 of
+//    the half-width ones at 32-128 experts (their promotion is one add an
+//    element, little to hide); the blockwise forward with the default
+//    store instead of the wide one 0.94-1.03 of it;
 //  - the blockwise E4M3 wgrad taking turns (sources in commit b84aa7c),
 //    against the production _block_halfcoop128x256_widestore (the same
 //    bits): as a share of dense, candidate over production, 0.96-1.12 at
@@ -269,15 +286,9 @@
 // tuning rows, 0.36-0.62 at 32-128 experts, 0.70-0.95 at 8;
 // benchmarks/h100-2026-12-05-d75c52e-tune-fp8-block.json). It is listed
 // before the 128x128 one, which keeps E5M2 dY (no 128x256 kernel) and
-// accumulation (the wide store reads no C). And the blockwise forward on
-// 128x256 with the warpgroups taking turns at the tensor cores and the wide
-// store (bf16 output; fp16 and fp32 keep 128x128): against CUTLASS's
-// 128x128, as a share of dense, 1.00-1.22 at 32-128 experts in two runs on
-// one H100 (ahead most where routing is skewed: 1.08-1.22), at mixtral
-// 0.94-1.13 (benchmarks/h100-2026-12-07-tune-block-turns.txt; two earlier
-// runs, 0.99-1.16 and 0.92-1.11:
-// benchmarks/h100-2026-12-07-e5fdf2c-tune-stagger-*.json). Listed first,
-// it runs for every group shape (128x256 pads N to 256).
+// accumulation (the wide store reads no C). And the blockwise bf16
+// forward and E4M3 dgrad on 128x256 taking turns at the tensor cores, for
+// short groups (GL_SM90_SHORT_GROUP_KERNELS above).
 // References removed once they had measured their change: the forward,
 // dgrad and blockwise wgrad reading the activations' scales K-major
 // (`_block_km*`, sources in commit 76b649c), the layout before they became
@@ -287,22 +298,18 @@
 // experts on H100s (2026-12-07, three runs;
 // benchmarks/h100-2026-12-07-76b649c-tune-fp8-block-major*.json,
 // h100-2026-12-07-ec07e5e-tune-fp8-block-major-third.json).
-#define GL_SM90_TUNING_KERNELS(X)                       \
-  X(wgrad_e5m2_bf16_fastcoop128x256)                    \
-  X(forward_e4m3_bf16_halfcoop128x256_widestore)        \
-  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)          \
-  X(forward_bf16_coop128x256_widestore)                 \
-  X(forward_e4m3_bf16_block_pipecoop128x128)            \
-  X(dgrad_e4m3_bf16_block_pipecoop128x128)              \
-  X(forward_e4m3_bf16_block_staggercoop128x256)         \
-  X(dgrad_e4m3_bf16_block_staggercoop128x256_widestore) \
-  X(forward_e4m3_bf16_staggercoop128x256)               \
-  X(dgrad_e5m2_bf16_staggercoop128x256)
+#define GL_SM90_TUNING_KERNELS(X)                \
+  X(wgrad_e5m2_bf16_fastcoop128x256)             \
+  X(forward_e4m3_bf16_halfcoop128x256_widestore) \
+  X(dgrad_e5m2_bf16_halfcoop128x256_widestore)   \
+  X(forward_bf16_coop128x256_widestore)          \
+  X(forward_e4m3_bf16_block_pipecoop128x128)     \
+  X(dgrad_e4m3_bf16_block_pipecoop128x128)
 
 namespace grouped_linear::cuda::sm90 {
 
 #define GL_SM90_DECLARE(fn) KernelEntry fn();
-GL_SM90_SHORT_REDUCTION_KERNELS(GL_SM90_DECLARE)
+GL_SM90_SHORT_GROUP_KERNELS(GL_SM90_DECLARE)
 GL_SM90_KERNELS(GL_SM90_DECLARE)
 GL_SM90_TUNING_KERNELS(GL_SM90_DECLARE)
 #undef GL_SM90_DECLARE

@@ -13,16 +13,16 @@ namespace {
 
 struct Table {
   std::vector<KernelEntry> kernels;
-  size_t short_reduction = 0;  // kernels[0, short_reduction): only for short wgrad reductions
-  size_t automatic = 0;        // kernels[0, automatic) may be chosen automatically
+  size_t short_groups = 0;  // kernels[0, short_groups): only where groups are short
+  size_t automatic = 0;     // kernels[0, automatic) may be chosen automatically
 };
 
 const Table& table() {
   static const Table t = [] {
     Table built;
 #define GL_SM90_ADD(fn) built.kernels.push_back(fn());
-    GL_SM90_SHORT_REDUCTION_KERNELS(GL_SM90_ADD)
-    built.short_reduction = built.kernels.size();
+    GL_SM90_SHORT_GROUP_KERNELS(GL_SM90_ADD)
+    built.short_groups = built.kernels.size();
     GL_SM90_KERNELS(GL_SM90_ADD)
     built.automatic = built.kernels.size();
 #ifdef GL_SM90_TUNING
@@ -73,12 +73,13 @@ int64_t padded_rows(const GroupShape& shape, int tile) {
 //    ones gained up to 0.06 of dense where groups are short and were
 //    within 4% elsewhere.
 //  - Before them, and only where groups average under 1024 rows, their
-//    copies whose group switches do not wait for the stores in flight
-//    (GL_SM90_SHORT_REDUCTION_KERNELS in kernel_entries.h).
+//    copies whose group switches do not wait for the stores in flight, and
+//    the blockwise forward and E4M3 dgrad on 128x256 taking turns at the
+//    tensor cores (GL_SM90_SHORT_GROUP_KERNELS in kernel_entries.h).
 //  - The promoting FP8 forward and E5M2 dgrad have one tile, 128x256 (it
 //    beat 64x128 pingpong in every tuning case), which the search below
 //    falls back to where 64-row tiles are preferred.
-constexpr int64_t kShortReduction = 1024;  // average rows per group
+constexpr int64_t kShortGroupRows = 1024;  // average rows per group
 
 int64_t average_rows(const GroupShape& shape) {
   return shape.num_groups > 0 ? shape.total_rows / shape.num_groups : 0;
@@ -87,7 +88,7 @@ int64_t average_rows(const GroupShape& shape) {
 int preferred_tile_m(Role role, const GroupShape& shape) {
   if (shape.num_groups <= 0 || shape.total_rows <= 0) return 128;
   const int64_t average = average_rows(shape);
-  if (role == Role::kWgrad) return average < kShortReduction ? 256 : 128;
+  if (role == Role::kWgrad) return average < kShortGroupRows ? 256 : 128;
   if (shape.host_sizes == nullptr) return average < 384 ? 64 : 128;
   return padded_rows(shape, 128) * 100 > padded_rows(shape, 64) * 109 ? 64 : 128;
 }
@@ -97,7 +98,7 @@ int preferred_tile_m(Role role, const GroupShape& shape) {
 bool source_rule_allows(const KernelEntry& e, const GroupShape& shape) {
   if (e.reads_source) return true;
   if (shape.accumulate) return false;
-  return e.role != Role::kWgrad || !e.fast_accumulation || average_rows(shape) < kShortReduction;
+  return e.role != Role::kWgrad || !e.fast_accumulation || average_rows(shape) < kShortGroupRows;
 }
 
 }  // namespace
@@ -122,10 +123,10 @@ const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType 
   return select_kernel(role, input_a, input_b, output, /*block_scaled=*/false, shape);
 }
 
-// Block-scaled FP8 kernels: 128x128 cooperative tiles, and a 128x256 one
-// listed first for the bf16 forward and for the E4M3 wgrad that writes
-// (does not accumulate), which the search below takes whatever the
-// preferred height (kernel_entries.h).
+// Block-scaled FP8 kernels: 128x128 cooperative tiles, and 128x256 ones
+// listed first, which the search below takes whatever the preferred
+// height: for the E4M3 wgrad that writes (does not accumulate), and where
+// groups are short, for the bf16 forward and E4M3 dgrad (kernel_entries.h).
 const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType output,
                                  bool block_scaled, const GroupShape& shape,
                                  bool fast_accumulation) {
@@ -144,7 +145,7 @@ const KernelEntry* select_kernel(Role role, DType input_a, DType input_b, DType 
       const KernelEntry& e = t.kernels[i];
       if (!matches(e, role, input_a, input_b, output, block_scaled) ||
           e.fast_accumulation != fast || !source_rule_allows(e, shape) ||
-          (i < t.short_reduction && average_rows(shape) >= kShortReduction))
+          (i < t.short_groups && average_rows(shape) >= kShortGroupRows))
         continue;
       if (e.tile_m == tile_m) return &e;
       if (any == nullptr) any = &e;
