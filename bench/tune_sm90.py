@@ -6,7 +6,7 @@ throughput cases, to choose the tile configuration per role and problem.
                               [--tile-orders along_m,along_n,shorter_side]
                               [--routings uniform,skewed,uniform_unaligned,...]
                               [--kernels widestore,halfcoop128x256]
-                              [--output bf16|fp16]
+                              [--output bf16|fp16] [--cases-file FILE]
 
 Build with the candidates first: `GL_SM90_TUNING=1 scripts/setup.sh` (CMake
 option GL_SM90_TUNING=ON). bf16: the bf16 kernels (fp16 runs the same
@@ -16,7 +16,10 @@ recipe (E4M3 forward, E5M2 gradients, bf16 out), operands quantized as
 role `wgrad_main_grad` (only when named in --roles) adds wgrad into a
 float32 main_grad (fuse_wgrad_accumulation), against the same dense wgrad.
 `--output fp16` times the fp8 kernels that write fp16 (for layers in fp16)
-against torch._scaled_mm writing fp16.
+against torch._scaled_mm writing fp16. `--cases-file` reads the throughput
+cases from another file of bench_cases.json's form, e.g.
+bench/short_group_cases.json (the benchmark's shapes at 512-2048 rows a
+group, for the rules that switch at an average group size).
 fp8_block: the blockwise-scaled kernels (Float8BlockScaling: E4M3, bf16
 out) on the operands and scales of the FP8 section's blockwise rows,
 against torch.nn.functional.scaled_mm with the same block scalings (or
@@ -203,6 +206,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="tune_sm90.json")
     parser.add_argument("--cases", default="")
+    parser.add_argument("--cases-file", default=None,
+                        help="throughput cases from this file instead of bench_cases.json")
     parser.add_argument("--roles", default=",".join(ROLES))
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=15)
@@ -236,6 +241,18 @@ def main(argv=None) -> int:
         lists[option] = values
     roles, args.routings, args.tile_orders = (lists["--roles"], lists["--routings"],
                                               lists["--tile-orders"])
+    try:
+        case_file = load_cases(args.cases_file)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"tune_sm90: --cases-file: {e}", file=sys.stderr)
+        return 2
+    wanted = [c for c in args.cases.split(",") if c]
+    cases = [c for c in case_file.throughput if not wanted or c.name in wanted]
+    missing = [w for w in wanted if w not in {c.name for c in case_file.throughput}]
+    if missing:
+        print(f"tune_sm90: --cases: {missing} not in {case_file.path}; expected some of "
+              f"{[c.name for c in case_file.throughput]}", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("tune_sm90: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -243,9 +260,6 @@ def main(argv=None) -> int:
     timer = CudaEventTimer(device)
     kernels = select_kernels(ops.kernel_names("cuda", ENGINE),
                              [k for k in args.kernels.split(",") if k])
-    case_file = load_cases()
-    wanted = [c for c in args.cases.split(",") if c]
-    cases = [c for c in case_file.throughput if not wanted or c.name in wanted]
     records: List[Dict] = []
     measure = {"bf16": measure_bf16_case, "fp8": measure_fp8_case,
                "fp8_block": measure_block_case}[args.precision]

@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import (fp8_module, gemm_pace, host_ab, host_overhead, host_pieces,  # noqa: E402
                    host_profile, kernel_timeline, step_profile, store_probe, tune_sm90, update_probe)
-from bench.cases import HostCase, ThroughputCase, make_splits  # noqa: E402
+from bench.cases import HostCase, ThroughputCase, load_cases, make_splits  # noqa: E402
 from bench.timing import HostTimer  # noqa: E402
 
 
@@ -154,6 +154,20 @@ def test_tune_sm90_output_is_for_fp8_and_names_its_kernels(capsys):
     assert tune_sm90.fp8_role_prefix("fwd", "fp16") == "forward_e4m3_fp16_"
     assert tune_sm90.fp8_role_prefix("dgrad", "bf16") == "dgrad_e5m2_bf16_"
     assert tune_sm90.fp8_role_prefix("wgrad_main_grad", "fp16") == "wgrad_e5m2_to_fp32_"
+
+
+def test_tune_sm90_reads_another_cases_file_and_names_missing_cases(capsys, tmp_path):
+    # Both refused before any GPU is looked for, so this runs on the CPU.
+    assert tune_sm90.main(["--cases-file", str(tmp_path / "absent.json")]) == 2
+    assert "--cases-file" in capsys.readouterr().err
+    short = str(REPO / "bench" / "short_group_cases.json")
+    assert tune_sm90.main(["--cases-file", short, "--cases", "qwen3_fc1_r512,qwen3_30b_fc1"]) == 2
+    err = capsys.readouterr().err
+    assert "--cases: ['qwen3_30b_fc1'] not in" in err and "dsv3_fc2_r1536" in err
+    # The shapes bracket the 1024-row rule: whole rows a group on each side.
+    cases = load_cases(short).throughput
+    rows = sorted({c.T // c.G for c in cases})
+    assert rows == [512, 768, 1024, 1536] and all(c.T % c.G == 0 for c in cases)
 
 
 def test_tune_sm90_names_bad_tile_orders_and_routings(capsys):
