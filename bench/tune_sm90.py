@@ -18,7 +18,7 @@ float32 main_grad (fuse_wgrad_accumulation), against the same dense wgrad.
 `--output fp16` times the fp8 kernels that write fp16 (for layers in fp16)
 against torch._scaled_mm writing fp16. `--cases-file` reads the throughput
 cases from another file of bench_cases.json's form, e.g.
-bench/short_group_cases.json (the benchmark's shapes at 512-2048 rows a
+bench/short_group_cases.json (the benchmark's shapes at 512-1536 rows a
 group, for the rules that switch at an average group size).
 fp8_block: the blockwise-scaled kernels (Float8BlockScaling: E4M3, bf16
 out) on the operands and scales of the FP8 section's blockwise rows,
@@ -44,7 +44,8 @@ from grouped_linear import ops
 
 from . import fp8_throughput as fp8
 from . import peers
-from .cases import ALL_ROUTINGS, ROLES, ROUTINGS, TILE_ORDERS, load_cases, make_splits
+from .cases import (ALL_ROUTINGS, ROLES, ROUTINGS, TILE_ORDERS, csv_list, load_cases, make_splits,
+                    select_throughput_cases)
 from .throughput import DY_SCALE, W_SCALE, X_SCALE, grouped_linear_product, relative_error
 from .report import write_diagnostic
 from .timing import CudaEventTimer, median_ms
@@ -246,12 +247,10 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError) as e:
         print(f"tune_sm90: --cases-file: {e}", file=sys.stderr)
         return 2
-    wanted = [c for c in args.cases.split(",") if c]
-    cases = [c for c in case_file.throughput if not wanted or c.name in wanted]
-    missing = [w for w in wanted if w not in {c.name for c in case_file.throughput}]
-    if missing:
-        print(f"tune_sm90: --cases: {missing} not in {case_file.path}; expected some of "
-              f"{[c.name for c in case_file.throughput]}", file=sys.stderr)
+    try:
+        cases = select_throughput_cases(case_file, True, csv_list(args.cases))
+    except SystemExit as e:  # an unknown name, told before any GPU is looked for
+        print(f"tune_sm90: {e} (from {case_file.path})", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("tune_sm90: needs a CUDA GPU", file=sys.stderr)
