@@ -6,7 +6,9 @@
 // kernel per role and scaling, bf16's tile, for layers whose activations
 // (or, for wgrad, weights) are in that dtype. Each is
 // defined in its own .cu file named after it (kernels/ always, tuning/ only
-// in tuning builds: -DGL_SM90_TUNING=ON) so that they compile in parallel.
+// in tuning builds: -DGL_SM90_TUNING=ON); the build compiles them in unity
+// units of up to six, which share most of their CUTLASS instantiations
+// (cmake/sm90_unity.cmake).
 #pragma once
 
 #include "core/cuda/sm90/grouped_gemm_sm90.h"
