@@ -2,12 +2,13 @@
 #
 # Each kernel has its own .cu file (kernels/, and tuning/ in tuning builds),
 # but compiling one is mostly instantiating CUTLASS's and CuTe's templates,
-# which the kernels largely share. On a 2-core machine six kernels compiled
-# as one unit took 122 s of CPU against 262 s as six files, and the unit
-# peaked at 7 GiB of memory; every kernel's machine code was the same either
-# way (`cuobjdump -sass`, all 68). CI from a fresh clone with an empty ccache
-# went from 42 to 17 minutes. The units compile in a Ninja job pool sized to
-# the machine's memory.
+# which the kernels largely share. On a 2-core machine six kernels took
+# 122 s of CPU as one unit against 262 s as six files; the 62 production
+# kernels take 14 s of CPU each in units of five or six, which peak at
+# 4.5-8.1 GiB of memory; every kernel's machine code is the same either way
+# (`cuobjdump -sass`, all 68). CI from a fresh clone with an empty ccache
+# went from 42 to 17 minutes (benchmarks/build-time-2026-12-08-2core.txt).
+# The units compile in a Ninja job pool sized to the machine's memory.
 #
 #   GL_SM90_KERNELS_PER_TU  AUTO (default): at most 6 kernels a unit, fewer
 #                           where there are cores to spare; 1: one unit a
@@ -21,7 +22,7 @@
 set(GL_SM90_KERNELS_PER_TU "AUTO" CACHE STRING
     "sm90 kernels per unity translation unit: AUTO, or a number (1: no unity build)")
 
-set(gl_unity_memory_per_job_mib 10240)  # a unit of six peaked at 7 GiB
+set(gl_unity_memory_per_job_mib 8704)  # the largest unit of six peaked at 8.1 GiB
 set(gl_unity_max_kernels 6)
 
 cmake_host_system_information(RESULT gl_host_cores QUERY NUMBER_OF_LOGICAL_CORES)
